@@ -1,0 +1,50 @@
+import { admitted, decodeInts, denied, type AlgorithmImpl, type Evaluate } from './types.js';
+
+/**
+ * Fixed window. State `[count, windowEndMs]`; the window opens at the identity's first
+ * admitted request and lasts one period. Admit iff `count + cost <= limit`.
+ * Stored as `"<count>:<windowEndMs>"`.
+ */
+export const evaluateFixedWindow: Evaluate = (state, now, { limit, periodMs, cost }) => {
+  // A window that has ended is no window, even if its key has not expired yet.
+  const open = state !== undefined && now < state[1]!;
+  const count = open ? state[0]! : 0;
+  const end = open ? state[1]! : 0;
+  const remaining = Math.max(0, limit - count);
+  const resetMs = open ? end - now : 0;
+  if (cost > limit) return denied(remaining, resetMs, Infinity);
+  if (count + cost > limit) return denied(remaining, resetMs, end - now);
+  if (cost === 0) return admitted(remaining, resetMs);
+  const newEnd = open ? end : now + periodMs;
+  return admitted(limit - count - cost, newEnd - now, [count + cost, newEnd], newEnd - now);
+};
+
+const lua = `
+local function fixed_window(v, now, L, P, C, cost)
+  local count, wend = 0, 0
+  if v then
+    local i = find(v, ':', 1, true)
+    if i then
+      wend = tonumber(sub(v, i + 1))
+      if now < wend then count = tonumber(sub(v, 1, i - 1)) else wend = 0 end
+    end
+  end
+  local rem, reset = L - count, 0
+  if rem < 0 then rem = 0 end
+  if wend > 0 then reset = wend - now end
+  if cost > L then return 0, rem, reset, -1 end
+  if count + cost > L then return 0, rem, reset, reset end
+  if cost == 0 then return 1, rem, reset, 0 end
+  if wend == 0 then wend = now + P end
+  count = count + cost
+  return 1, L - count, wend - now, 0, fmt('%d:%d', count, wend), wend - now
+end`;
+
+export const fixedWindow: AlgorithmImpl = {
+  code: 1,
+  tag: 'fw',
+  evaluate: evaluateFixedWindow,
+  encode: (s) => `${s[0]}:${s[1]}`,
+  decode: (raw) => decodeInts(raw, 2),
+  lua,
+};

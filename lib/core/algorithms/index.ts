@@ -1,0 +1,43 @@
+import type { Algorithm } from '../policy.js';
+import { fixedWindow } from './fixed-window.js';
+import { gcra } from './gcra.js';
+import { slidingWindow } from './sliding-window.js';
+import { tokenBucket } from './token-bucket.js';
+import type { AlgorithmImpl, AlgorithmParams, Outcome, State } from './types.js';
+
+export type { AlgorithmImpl, AlgorithmParams, Evaluate, Outcome, State } from './types.js';
+export { evaluateFixedWindow } from './fixed-window.js';
+export { evaluateGcra } from './gcra.js';
+export { evaluateSlidingWindow } from './sliding-window.js';
+export { evaluateTokenBucket } from './token-bucket.js';
+
+/** Every algorithm by name; `code` is its index in the Lua dispatch table. */
+export const ALGORITHM_IMPLS: Readonly<Record<Algorithm, AlgorithmImpl>> = {
+  'fixed-window': fixedWindow,
+  'sliding-window': slidingWindow,
+  'token-bucket': tokenBucket,
+  gcra,
+};
+
+/** One policy's part in an all-or-nothing decision. */
+export interface Evaluation {
+  readonly impl: AlgorithmImpl;
+  readonly state: State | undefined;
+  readonly params: AlgorithmParams;
+}
+
+/**
+ * Decides stacked policies all-or-nothing (DESIGN §4): admitted only if every policy
+ * admits. On a denial nothing is spent, so the policies that would have admitted are
+ * reported as they stand (evaluated again at cost 0) and carry no new state.
+ * The Lua script in `stores/redis-script.ts` does exactly this.
+ */
+export function decideAll(now: number, evaluations: readonly Evaluation[]): Outcome[] {
+  const outcomes = evaluations.map((e) => e.impl.evaluate(e.state, now, e.params));
+  if (outcomes.every((o) => o.allowed)) return outcomes;
+  return outcomes.map((o, i) => {
+    if (!o.allowed) return o;
+    const e = evaluations[i]!;
+    return e.impl.evaluate(e.state, now, { ...e.params, cost: 0 });
+  });
+}

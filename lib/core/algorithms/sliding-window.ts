@@ -1,0 +1,95 @@
+import { admitted, decodeInts, denied, type AlgorithmImpl, type Evaluate } from './types.js';
+
+/**
+ * Sliding window (the weighted two-window estimate). Windows are aligned to the epoch:
+ * index `i = floor(now / P)`, elapsed `e = now - i·P`. The estimate is
+ * `prev · (P - e) / P + cur`; admit iff `estimate + cost <= limit`.
+ *
+ * State `[i, cur, prev]`: the current window's index and count, and the previous
+ * window's count, kept in **one key** (one GET and one SET, rather than a key per window).
+ * Stored as `"<i>:<cur>:<prev>"`. To stay exact, the estimate is computed multiplied by P.
+ */
+export const evaluateSlidingWindow: Evaluate = (state, now, { limit, periodMs: P, cost }) => {
+  const index = Math.floor(now / P);
+  const elapsed = now - index * P;
+  let cur = 0;
+  let prev = 0;
+  if (state?.[0] === index) {
+    cur = state[1]!;
+    prev = state[2]!;
+  } else if (state?.[0] === index - 1) {
+    prev = state[1]!;
+  }
+  const quota = limit * P;
+  const weighted = prev * (P - elapsed);
+  const estimate = weighted + cur * P;
+  const remaining = Math.max(0, Math.floor((quota - estimate) / P));
+  // The estimate reaches 0 at the end of the window after the last one with a count.
+  const resetMs = cur > 0 ? (index + 2) * P - now : prev > 0 ? (index + 1) * P - now : 0;
+  if (cost > limit) return denied(remaining, resetMs, Infinity);
+  if (estimate + cost * P > quota) {
+    // Either prev's weight decays enough within this window, or we must wait into the next
+    // one, where this window's count becomes the decaying `prev`.
+    const retryAfterMs =
+      cur + cost <= limit
+        ? Math.ceil((weighted + (cur + cost - limit) * P) / prev)
+        : P - elapsed + Math.ceil(((cur + cost - limit) * P) / cur);
+    return denied(remaining, resetMs, retryAfterMs);
+  }
+  if (cost === 0) return admitted(remaining, resetMs);
+  const ttlMs = (index + 2) * P - now;
+  return admitted(
+    Math.max(0, Math.floor((quota - estimate - cost * P) / P)),
+    ttlMs,
+    [index, cur + cost, prev],
+    ttlMs,
+  );
+};
+
+const lua = `
+local function sliding_window(v, now, L, P, C, cost)
+  local idx = floor(now / P)
+  local e = now - idx * P
+  local cur, prev = 0, 0
+  if v then
+    local a = find(v, ':', 1, true)
+    local b = a and find(v, ':', a + 1, true)
+    if b then
+      local sidx = tonumber(sub(v, 1, a - 1))
+      if sidx == idx then
+        cur = tonumber(sub(v, a + 1, b - 1)); prev = tonumber(sub(v, b + 1))
+      elseif sidx == idx - 1 then
+        prev = tonumber(sub(v, a + 1, b - 1))
+      end
+    end
+  end
+  local quota = L * P
+  local weighted = prev * (P - e)
+  local est = weighted + cur * P
+  local rem = floor((quota - est) / P)
+  if rem < 0 then rem = 0 end
+  local reset = 0
+  if cur > 0 then reset = (idx + 2) * P - now elseif prev > 0 then reset = (idx + 1) * P - now end
+  if cost > L then return 0, rem, reset, -1 end
+  if est + cost * P > quota then
+    if cur + cost <= L then
+      return 0, rem, reset, ceil((weighted + (cur + cost - L) * P) / prev)
+    end
+    return 0, rem, reset, P - e + ceil((cur + cost - L) * P / cur)
+  end
+  if cost == 0 then return 1, rem, reset, 0 end
+  cur = cur + cost
+  rem = floor((quota - weighted - cur * P) / P)
+  if rem < 0 then rem = 0 end
+  local ttl = (idx + 2) * P - now
+  return 1, rem, ttl, 0, fmt('%d:%d:%d', idx, cur, prev), ttl
+end`;
+
+export const slidingWindow: AlgorithmImpl = {
+  code: 2,
+  tag: 'sw',
+  evaluate: evaluateSlidingWindow,
+  encode: (s) => `${s[0]}:${s[1]}:${s[2]}`,
+  decode: (raw) => decodeInts(raw, 3),
+  lua,
+};

@@ -1,0 +1,81 @@
+/**
+ * The contract every algorithm implements twice: as a pure TypeScript function (the
+ * reference, used by MemoryStore and by tests) and as a Lua function of the same shape
+ * (used by RedisStore). The conformance suite runs both against the same expectations.
+ */
+
+/** What one evaluation needs. All integers; `periodMs` in milliseconds. */
+export interface AlgorithmParams {
+  readonly limit: number;
+  readonly periodMs: number;
+  /** `burst ?? limit` for token-bucket and gcra, `limit` for the window algorithms. */
+  readonly capacity: number;
+  /** Units this request spends: an integer >= 0. */
+  readonly cost: number;
+}
+
+/** Stored state: a short tuple of integers (its meaning is the algorithm's own). */
+export type State = readonly number[];
+
+/** The result of one evaluation. Durations in milliseconds. */
+export interface Outcome {
+  readonly allowed: boolean;
+  readonly remaining: number;
+  readonly resetMs: number;
+  /** 0 when allowed; `Infinity` when the cost exceeds the capacity. */
+  readonly retryAfterMs: number;
+  /** The state to store, present only when the request was admitted with cost > 0. */
+  readonly state?: State;
+  /** How long the new state matters, in ms (>= 1): its key's TTL. */
+  readonly ttlMs?: number;
+}
+
+/**
+ * A pure algorithm: previous state (undefined when none), the current time in ms, the
+ * policy and cost -> the decision and the new state. Must never mutate `state`.
+ */
+export type Evaluate = (state: State | undefined, now: number, params: AlgorithmParams) => Outcome;
+
+/** One algorithm, in both languages, with its storage format. */
+export interface AlgorithmImpl {
+  /** Position in the Lua dispatch table (1-based). */
+  readonly code: number;
+  /**
+   * Last part of the key (`fw`, `sw`, `tb`, `gcra`): each algorithm keeps its own state, so
+   * switching a policy to another algorithm starts afresh instead of misreading a value.
+   */
+  readonly tag: string;
+  readonly evaluate: Evaluate;
+  /** Encodes state as the Redis string value the Lua function writes. */
+  readonly encode: (state: State) => string;
+  /** Decodes a Redis string value; undefined when it is not this algorithm's format. */
+  readonly decode: (raw: string) => State | undefined;
+  /**
+   * A Lua function `function(v, now, L, P, C, cost)` returning
+   * `allowed (1|0), remaining, resetMs, retryAfterMs (-1 = Infinity)[, newValue, ttlMs]`.
+   */
+  readonly lua: string;
+}
+
+export function denied(remaining: number, resetMs: number, retryAfterMs: number): Outcome {
+  return { allowed: false, remaining, resetMs, retryAfterMs };
+}
+
+export function admitted(
+  remaining: number,
+  resetMs: number,
+  state?: State,
+  ttlMs?: number,
+): Outcome {
+  return state
+    ? { allowed: true, remaining, resetMs, retryAfterMs: 0, state, ttlMs }
+    : { allowed: true, remaining, resetMs, retryAfterMs: 0 };
+}
+
+/** Parses `"a:b[:c]"` into exactly `arity` integers, or undefined. */
+export function decodeInts(raw: string, arity: number): State | undefined {
+  const parts = raw.split(':');
+  if (parts.length !== arity) return undefined;
+  const values = parts.map(Number);
+  return values.every(Number.isSafeInteger) ? values : undefined;
+}

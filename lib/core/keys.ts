@@ -1,0 +1,53 @@
+import { createHash } from 'node:crypto';
+import { quote, RateLimitConfigError } from './errors.js';
+
+// Printable ASCII without `{` and `}` (they would break the Cluster hash tag), at most 64.
+const PLAIN_IDENTITY = /^[!-z|~]{1,64}$/;
+const PREFIX_PATTERN = /^[A-Za-z0-9_.:-]{1,64}$/;
+
+/**
+ * The part of the Redis key that names the identity, used as the Cluster hash tag so all
+ * keys of one identity share a slot (stacked policies never raise CROSSSLOT).
+ *
+ * Identities longer than 64 characters, or with characters outside printable ASCII, or
+ * with `{` / `}`, are replaced by `h:` + the first 22 characters of base64url(SHA-256)
+ * (DESIGN §5). So are identities that already start with `h:`, so that no chosen
+ * identity can land in another one's bucket.
+ */
+export function identityTag(identity: string): string {
+  if (PLAIN_IDENTITY.test(identity) && !identity.startsWith('h:')) return identity;
+  return `h:${createHash('sha256').update(identity).digest('base64url').slice(0, 22)}`;
+}
+
+/** `<prefix>:{<identityTag>}:`: every key of one identity starts with this. */
+export function identityKeyPrefix(prefix: string, identity: string): string {
+  return `${prefix}:{${identityTag(identity)}}:`;
+}
+
+/**
+ * The state key of one policy: `<prefix>:{<identityTag>}:<scope>:<policy>:<algorithmTag>`
+ * (DESIGN §5, with the algorithm's tag in the place of the optional suffix).
+ */
+export function policyKey(
+  prefix: string,
+  identity: string,
+  scope: string,
+  policy: string,
+  algorithmTag: string,
+): string {
+  return `${identityKeyPrefix(prefix, identity)}${scope}:${policy}:${algorithmTag}`;
+}
+
+/**
+ * Checks a key prefix: 1-64 of `A-Z a-z 0-9 _ . : -`.
+ * @throws {RateLimitConfigError} `ERR_RATE_LIMIT_OPTION`
+ */
+export function checkPrefix(prefix: unknown, where?: string): asserts prefix is string {
+  if (typeof prefix !== 'string' || !PREFIX_PATTERN.test(prefix)) {
+    throw new RateLimitConfigError(
+      'ERR_RATE_LIMIT_OPTION',
+      `invalid prefix ${quote(prefix)}: use 1-64 of A-Z a-z 0-9 _ . : -`,
+      where,
+    );
+  }
+}

@@ -1,0 +1,224 @@
+import { ALGORITHM_IMPLS } from './algorithms/index.js';
+import { quote, RateLimitBackendError, RateLimitConfigError } from './errors.js';
+import { checkPrefix, identityKeyPrefix, policyKey } from './keys.js';
+import {
+  checkCost,
+  checkScope,
+  resolvePolicy,
+  type Decision,
+  type Policy,
+  type PolicyDecision,
+  type PolicyInput,
+} from './policy.js';
+import type { RateLimitStore, StorePolicy } from './stores/store.js';
+
+/** Options of {@link RateLimiter}. */
+export interface RateLimiterOptions {
+  store: RateLimitStore;
+  /** First part of every key (DESIGN §5). Default `'rl'`. */
+  prefix?: string;
+  /**
+   * Longest wait for one store call, in **ms** (default 100). Past it the call fails with
+   * a {@link RateLimitBackendError} of kind `timeout`; the call is not retried, and its
+   * late reply is ignored. `Infinity` waits forever.
+   */
+  timeoutMs?: number;
+}
+
+/** Options of one {@link RateLimiter.consume} call. */
+export interface ConsumeOptions {
+  /** Units to spend under every policy that sets no `cost` of its own: an integer >= 0. Default 1. */
+  cost?: number;
+  /** Scope for policies that name none (DESIGN §5). Default `'global'`. */
+  scope?: string;
+}
+
+/** Policies as `consume` takes them: validated {@link Policy} objects or inputs to validate. */
+export type Policies = Policy | PolicyInput | readonly (Policy | PolicyInput)[];
+
+const validated = new WeakSet<object>();
+
+/**
+ * Validates a policy once, for use on every request (see {@link resolvePolicy}).
+ * @throws {RateLimitConfigError}
+ */
+export function definePolicy(input: PolicyInput, where?: string): Policy {
+  const policy = resolvePolicy(input, where);
+  validated.add(policy);
+  return policy;
+}
+
+/**
+ * The engine, usable without Nest: identity + policies -> one atomic store call -> a
+ * {@link Decision}.
+ *
+ * ```ts
+ * const limiter = new RateLimiter({ store: new RedisStore({ client: new Redis() }) });
+ * const decision = await limiter.consume('user:42', [
+ *   { name: 'burst', rate: '10/s' },
+ *   { name: 'daily', rate: '10000/d' },
+ * ]);
+ * ```
+ */
+export class RateLimiter {
+  readonly store: RateLimitStore;
+  readonly prefix: string;
+  readonly timeoutMs: number;
+
+  /** @throws {RateLimitConfigError} `ERR_RATE_LIMIT_OPTION` for a bad `prefix` or `timeoutMs` */
+  constructor(options: RateLimiterOptions) {
+    const { store, prefix = 'rl', timeoutMs = 100 } = options;
+    if (!store || typeof store.consume !== 'function') {
+      throw new RateLimitConfigError(
+        'ERR_RATE_LIMIT_OPTION',
+        'RateLimiter needs a store',
+        'RateLimiter',
+      );
+    }
+    checkPrefix(prefix, 'RateLimiter');
+    if (typeof timeoutMs !== 'number' || !(timeoutMs > 0)) {
+      throw new RateLimitConfigError(
+        'ERR_RATE_LIMIT_OPTION',
+        `invalid timeoutMs ${quote(timeoutMs)}: expected a number of ms > 0`,
+        'RateLimiter',
+      );
+    }
+    this.store = store;
+    this.prefix = prefix;
+    this.timeoutMs = timeoutMs;
+  }
+
+  /**
+   * Spends `cost` under every policy, all-or-nothing, in one store call.
+   *
+   * @param identity who is limited, e.g. `user:42` or `ip:203.0.113.7` (hashed into the
+   *   key when long or unusual, DESIGN §5)
+   * @throws {RateLimitConfigError} for an invalid policy, cost or scope, or two policies
+   *   with the same scope and name
+   * @throws {RateLimitBackendError} when the store fails or exceeds `timeoutMs`
+   */
+  async consume(
+    identity: string,
+    policies: Policies,
+    options: ConsumeOptions = {},
+  ): Promise<Decision> {
+    return this.run(identity, policies, options, false);
+  }
+
+  /**
+   * Reads every policy's state for `identity`, spending nothing and writing nothing
+   * (a consume at cost 0).
+   * @throws like {@link RateLimiter.consume}
+   */
+  async peek(
+    identity: string,
+    policies: Policies,
+    options: Omit<ConsumeOptions, 'cost'> = {},
+  ): Promise<Decision> {
+    return this.run(identity, policies, options, true);
+  }
+
+  /**
+   * Forgets what `identity` has spent: under `scope` only, or under every scope.
+   * @returns how many keys were deleted
+   */
+  async reset(identity: string, scope?: string): Promise<number> {
+    if (scope !== undefined) checkScope(scope);
+    const prefix =
+      identityKeyPrefix(this.prefix, identity) + (scope === undefined ? '' : `${scope}:`);
+    return this.guard(this.store.deleteByPrefix(prefix));
+  }
+
+  private async run(
+    identity: string,
+    input: Policies,
+    options: ConsumeOptions,
+    peek: boolean,
+  ): Promise<Decision> {
+    if (typeof identity !== 'string') {
+      throw new TypeError(`rate-limit identity must be a string, got ${quote(identity)}`);
+    }
+    const { cost = 1, scope = 'global' } = options;
+    checkCost(cost, undefined, 'all');
+    checkScope(scope);
+    const policies = (Array.isArray(input) ? input : [input]).map((p: Policy | PolicyInput) =>
+      validated.has(p) ? (p as Policy) : definePolicy(p as PolicyInput),
+    );
+    const keys = new Set<string>();
+    const storePolicies = policies.map((policy): StorePolicy => {
+      const key = policyKey(
+        this.prefix,
+        identity,
+        policy.scope ?? scope,
+        policy.name,
+        ALGORITHM_IMPLS[policy.algorithm].tag,
+      );
+      if (keys.has(key)) {
+        throw new RateLimitConfigError(
+          'ERR_RATE_LIMIT_DUPLICATE_POLICY',
+          `two policies named "${policy.name}" in scope "${policy.scope ?? scope}" on one request`,
+        );
+      }
+      keys.add(key);
+      return {
+        key,
+        algorithm: policy.algorithm,
+        limit: policy.limit,
+        periodMs: policy.periodMs,
+        capacity: policy.capacity,
+        cost: peek ? 0 : (policy.cost ?? cost),
+      };
+    });
+    const outcomes = await this.guard(this.store.consume(storePolicies));
+    const decisions: PolicyDecision[] = outcomes.map((o, i) => ({
+      name: policies[i]!.name,
+      allowed: o.allowed,
+      limit: policies[i]!.limit,
+      remaining: o.remaining,
+      resetMs: o.resetMs,
+      retryAfterMs: o.retryAfterMs,
+    }));
+    if (decisions.every((d) => d.allowed)) return { allowed: true, policies: decisions };
+    const reason = decisions.some((d) => d.retryAfterMs === Infinity)
+      ? 'cost_exceeds_limit'
+      : 'limit_exceeded';
+    return { allowed: false, reason, policies: decisions };
+  }
+
+  /** Bounds a store call by `timeoutMs` and turns its failures into {@link RateLimitBackendError}. */
+  private guard<T>(call: Promise<T>): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      const timer =
+        this.timeoutMs === Infinity
+          ? undefined
+          : setTimeout(
+              () =>
+                reject(
+                  new RateLimitBackendError(
+                    'timeout',
+                    `rate-limit store did not answer within ${this.timeoutMs} ms`,
+                  ),
+                ),
+              this.timeoutMs,
+            );
+      call.then(
+        (value) => {
+          clearTimeout(timer);
+          resolve(value);
+        },
+        (error: unknown) => {
+          clearTimeout(timer);
+          reject(toBackendError(error));
+        },
+      );
+    });
+  }
+}
+
+function toBackendError(error: unknown): RateLimitBackendError {
+  if (error instanceof RateLimitBackendError) return error;
+  const message = error instanceof Error ? error.message : String(error);
+  // A reply from Redis means it is up and refused this call; anything else means we could not reach it.
+  const kind = error instanceof Error && error.name === 'ReplyError' ? 'error' : 'unavailable';
+  return new RateLimitBackendError(kind, `rate-limit store failed: ${message}`, { cause: error });
+}

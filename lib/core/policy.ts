@@ -1,0 +1,204 @@
+import { quote, RateLimitConfigError } from './errors.js';
+import { isPositiveInteger, MAX_SCALED, parseRate, type RateInput } from './rate.js';
+
+/**
+ * The four algorithms (DESIGN §4).
+ * - `fixed-window`: a counter per window; the window starts at the identity's first
+ *   admitted request and lasts one period.
+ * - `sliding-window`: the weighted sum of the current and the previous epoch-aligned window.
+ * - `token-bucket`: capacity `burst ?? limit`, refilled at `limit / periodMs` tokens per ms.
+ * - `gcra`: the Generic Cell Rate Algorithm (ITU-T I.371): one theoretical arrival time
+ *   (TAT) per identity; emission interval T = periodMs / limit, tolerance tau = burst × T.
+ *   Decides exactly as `token-bucket` does, with other state.
+ */
+export type Algorithm = 'fixed-window' | 'sliding-window' | 'token-bucket' | 'gcra';
+
+export const ALGORITHMS: readonly Algorithm[] = [
+  'fixed-window',
+  'sliding-window',
+  'token-bucket',
+  'gcra',
+];
+
+/** A policy as users write it. */
+export interface PolicyInput {
+  /** Distinguishes stacked policies (`burst`, `daily`); part of the Redis key. Default `'default'`. */
+  name?: string;
+  /** The quota, e.g. `'100/m'`. */
+  rate: RateInput;
+  /** Default `'token-bucket'`. */
+  algorithm?: Algorithm;
+  /**
+   * Bucket capacity for `token-bucket` and `gcra` (how many units may be spent at once);
+   * defaults to the rate's limit. A positive integer; not allowed for the window algorithms.
+   */
+  burst?: number;
+  /**
+   * Budget shared by every call that names it; part of the Redis key. When absent, the
+   * scope given to {@link RateLimiter.consume} applies, else `'global'`.
+   */
+  scope?: string;
+  /** Units one request spends under this policy: an integer >= 0 (0 = peek). Default: the call's cost. */
+  cost?: number;
+}
+
+/** A validated policy: what the stores evaluate. */
+export interface Policy {
+  readonly name: string;
+  /** Units admitted per period. */
+  readonly limit: number;
+  /** Period in **milliseconds**. */
+  readonly periodMs: number;
+  readonly algorithm: Algorithm;
+  /** Largest cost ever admitted at once: `burst ?? limit` for token-bucket and gcra, else `limit`. */
+  readonly capacity: number;
+  readonly scope?: string;
+  readonly cost?: number;
+}
+
+/** Why a request was denied. */
+export type DenyReason = 'limit_exceeded' | 'cost_exceeds_limit';
+
+/** The verdict of one policy on one request. All durations in **milliseconds**, integers >= 0. */
+export interface PolicyDecision {
+  readonly name: string;
+  /** Whether this policy alone would admit the request. */
+  readonly allowed: boolean;
+  /** The policy's limit (units per period). */
+  readonly limit: number;
+  /** Units left after this request (before it, when the request was denied). */
+  readonly remaining: number;
+  /** Time until the policy's state is back to full (0 when nothing is spent). */
+  readonly resetMs: number;
+  /**
+   * When denied: the shortest wait after which the same request is admitted, absent other
+   * traffic (tight: one millisecond less is not enough). `Infinity` when the cost exceeds
+   * the policy's capacity. 0 when this policy admits.
+   */
+  readonly retryAfterMs: number;
+}
+
+/** The verdict on one request: admitted only if every policy admits (all-or-nothing). */
+export interface Decision {
+  readonly allowed: boolean;
+  /** Set when denied. `cost_exceeds_limit` wins when any policy can never admit the cost. */
+  readonly reason?: DenyReason;
+  /** One entry per policy, in the order given. */
+  readonly policies: readonly PolicyDecision[];
+}
+
+const NAME_PATTERN = /^[A-Za-z0-9_.-]{1,64}$/;
+const SCOPE_PATTERN = /^[A-Za-z0-9_.\-/]{1,128}$/;
+
+/**
+ * Validates a policy once, at definition or bootstrap time.
+ *
+ * @param where where it came from, quoted in errors (e.g. `ReportsController.export`)
+ * @throws {RateLimitConfigError} with code `ERR_RATE_LIMIT_RATE`, `_ALGORITHM`, `_BURST`,
+ *   `_COST`, `_NAME` or `_SCOPE`, quoting the offending value
+ */
+export function resolvePolicy(input: PolicyInput, where?: string): Policy {
+  if (input === null || typeof input !== 'object') {
+    throw new RateLimitConfigError(
+      'ERR_RATE_LIMIT_OPTION',
+      `invalid policy ${quote(input)}: expected { rate, ... }`,
+      where,
+    );
+  }
+  const { limit, periodMs } = parseRate(input.rate, where);
+  const name = input.name ?? 'default';
+  if (typeof name !== 'string' || !NAME_PATTERN.test(name)) {
+    throw new RateLimitConfigError(
+      'ERR_RATE_LIMIT_NAME',
+      `invalid policy name ${quote(name)}: use 1-64 of A-Z a-z 0-9 _ . -`,
+      where,
+    );
+  }
+  const algorithm = input.algorithm ?? 'token-bucket';
+  if (!ALGORITHMS.includes(algorithm)) {
+    throw new RateLimitConfigError(
+      'ERR_RATE_LIMIT_ALGORITHM',
+      `unknown algorithm ${quote(algorithm)} in policy "${name}": use one of ${ALGORITHMS.join(', ')}`,
+      where,
+    );
+  }
+  const capacity = resolveCapacity(input.burst, algorithm, limit, periodMs, name, where);
+  if (input.scope !== undefined) checkScope(input.scope, where);
+  if (input.cost !== undefined) checkCost(input.cost, capacity, name, where);
+  return Object.freeze({
+    name,
+    limit,
+    periodMs,
+    algorithm,
+    capacity,
+    ...(input.scope !== undefined && { scope: input.scope }),
+    ...(input.cost !== undefined && { cost: input.cost }),
+  });
+}
+
+function resolveCapacity(
+  burst: unknown,
+  algorithm: Algorithm,
+  limit: number,
+  periodMs: number,
+  name: string,
+  where?: string,
+): number {
+  if (burst === undefined) return limit;
+  if (algorithm !== 'token-bucket' && algorithm !== 'gcra') {
+    throw new RateLimitConfigError(
+      'ERR_RATE_LIMIT_BURST',
+      `burst ${quote(burst)} in policy "${name}" applies only to token-bucket and gcra, not ${algorithm}`,
+      where,
+    );
+  }
+  if (!isPositiveInteger(burst) || burst * periodMs > MAX_SCALED) {
+    throw new RateLimitConfigError(
+      'ERR_RATE_LIMIT_BURST',
+      `invalid burst ${quote(burst)} in policy "${name}": expected an integer >= 1 (burst × periodMs <= 2^50)`,
+      where,
+    );
+  }
+  return burst;
+}
+
+/**
+ * Checks a scope name: 1-128 of `A-Z a-z 0-9 _ . - /` (it is part of the Redis key).
+ * @throws {RateLimitConfigError} `ERR_RATE_LIMIT_SCOPE`
+ */
+export function checkScope(scope: unknown, where?: string): asserts scope is string {
+  if (typeof scope !== 'string' || !SCOPE_PATTERN.test(scope)) {
+    throw new RateLimitConfigError(
+      'ERR_RATE_LIMIT_SCOPE',
+      `invalid scope ${quote(scope)}: use 1-128 of A-Z a-z 0-9 _ . - /`,
+      where,
+    );
+  }
+}
+
+/**
+ * Checks a cost: an integer >= 0 and, when `capacity` is given, no greater than it
+ * (a larger cost could never be admitted).
+ * @throws {RateLimitConfigError} `ERR_RATE_LIMIT_COST`
+ */
+export function checkCost(
+  cost: unknown,
+  capacity: number | undefined,
+  name: string,
+  where?: string,
+): asserts cost is number {
+  if (typeof cost !== 'number' || !Number.isSafeInteger(cost) || cost < 0) {
+    throw new RateLimitConfigError(
+      'ERR_RATE_LIMIT_COST',
+      `invalid cost ${quote(cost)} for policy "${name}": expected an integer >= 0`,
+      where,
+    );
+  }
+  if (capacity !== undefined && cost > capacity) {
+    throw new RateLimitConfigError(
+      'ERR_RATE_LIMIT_COST',
+      `cost ${cost} for policy "${name}" exceeds its capacity ${capacity}: it could never be admitted`,
+      where,
+    );
+  }
+}

@@ -1,0 +1,98 @@
+import { quote, RateLimitConfigError } from './errors.js';
+
+/** A quota: `limit` units per `periodMs` milliseconds. */
+export interface Rate {
+  /** Units admitted per period: a positive integer. */
+  readonly limit: number;
+  /** Length of the period in **milliseconds**: a positive integer. */
+  readonly periodMs: number;
+}
+
+/** A rate as users write it: `'100/m'`, `'5/10s'`, `'1000/day'`, `'10/500ms'`, or a {@link Rate}. */
+export type RateInput = string | Rate;
+
+const UNIT_MS: Record<string, number> = {
+  ms: 1,
+  s: 1_000,
+  sec: 1_000,
+  secs: 1_000,
+  second: 1_000,
+  seconds: 1_000,
+  m: 60_000,
+  min: 60_000,
+  mins: 60_000,
+  minute: 60_000,
+  minutes: 60_000,
+  h: 3_600_000,
+  hour: 3_600_000,
+  hours: 3_600_000,
+  d: 86_400_000,
+  day: 86_400_000,
+  days: 86_400_000,
+};
+
+// The limit has no sign and no leading zero; the period count is optional.
+const RATE_PATTERN = /^([1-9]\d*)\/([1-9]\d*)?([a-z]+)$/;
+
+/**
+ * The largest `limit × periodMs` (and `burst × periodMs`) accepted. The algorithms keep
+ * fractional state exactly by scaling it to integers of this size; staying below 2^50
+ * leaves room for the sums they form while every value stays an exact double (< 2^53),
+ * in TypeScript and in Redis Lua alike.
+ */
+export const MAX_SCALED = 2 ** 50;
+
+/**
+ * Parses a rate such as `'100/m'` into `{ limit, periodMs }`.
+ *
+ * Accepted: `"<limit>/<count?><unit>"` with a positive integer limit, an optional
+ * positive integer count, and a unit among `ms`, `s|sec|second`, `m|min|minute`,
+ * `h|hour`, `d|day` (plurals accepted), or an object `{ limit, periodMs }` of positive
+ * integers.
+ *
+ * @param input the rate
+ * @param where where the rate came from, quoted in the error (e.g. `ReportsController.export`)
+ * @returns the rate, `periodMs` in milliseconds
+ * @throws {RateLimitConfigError} `ERR_RATE_LIMIT_RATE` for anything else, e.g. `'100/x'`,
+ *   `'0/m'`, `'-1/m'`, `'1.5/m'`, `'100'`, `''`
+ */
+export function parseRate(input: RateInput, where?: string): Rate {
+  if (typeof input === 'string') {
+    const match = RATE_PATTERN.exec(input);
+    const unit = match && Object.hasOwn(UNIT_MS, match[3]!) ? UNIT_MS[match[3]!] : undefined;
+    if (match && unit !== undefined) {
+      return checkRate(Number(match[1]), Number(match[2] ?? 1) * unit, input, where);
+    }
+  } else if (input !== null && typeof input === 'object') {
+    return checkRate(input.limit, input.periodMs, input, where);
+  }
+  throw new RateLimitConfigError(
+    'ERR_RATE_LIMIT_RATE',
+    `invalid rate ${quote(input)}: expected "<limit>/<period>" such as '100/m', '5/10s', ` +
+      `'1000/day', '10/500ms', or { limit, periodMs } with positive integers`,
+    where,
+  );
+}
+
+function checkRate(limit: unknown, periodMs: unknown, input: unknown, where?: string): Rate {
+  if (!isPositiveInteger(limit) || !isPositiveInteger(periodMs)) {
+    throw new RateLimitConfigError(
+      'ERR_RATE_LIMIT_RATE',
+      `invalid rate ${quote(input)}: limit and periodMs must be positive integers`,
+      where,
+    );
+  }
+  if (limit * periodMs > MAX_SCALED) {
+    throw new RateLimitConfigError(
+      'ERR_RATE_LIMIT_RATE',
+      `rate ${quote(input)} is too large: limit × periodMs must not exceed 2^50`,
+      where,
+    );
+  }
+  return { limit, periodMs };
+}
+
+/** True for an integer >= 1 that is exactly representable. */
+export function isPositiveInteger(value: unknown): value is number {
+  return typeof value === 'number' && Number.isSafeInteger(value) && value >= 1;
+}

@@ -1,0 +1,156 @@
+import { ALGORITHM_IMPLS, decideAll, type State } from '../algorithms/index.js';
+import { quote, RateLimitConfigError } from '../errors.js';
+import type { RateLimitStore, StoreOutcome, StorePolicy } from './store.js';
+
+/** Options of {@link MemoryStore}. */
+export interface MemoryStoreOptions {
+  /** Current time in **ms** since the epoch. Default `Date.now`; inject one in tests. */
+  clock?: () => number;
+  /**
+   * Most keys kept at once (default 1,000,000). When full, the key written least recently
+   * is dropped, which forgets that identity's spending: size it above your active identities.
+   */
+  maxKeys?: number;
+  /** How often, in **ms**, a slice of the keys is checked for expiry (default 1000; 0 = never, call {@link MemoryStore.sweep}). */
+  sweepIntervalMs?: number;
+  /** Keys checked per sweep (default 10,000), so one sweep never blocks the event loop for long. */
+  sweepBatch?: number;
+}
+
+interface Entry {
+  state: State;
+  /** ms since the epoch, per the store's clock. */
+  expiresAt: number;
+}
+
+/**
+ * In-process store with the exact semantics of {@link RedisStore}, for single-process
+ * apps, local development and unit tests. State is per process: several instances behind
+ * a load balancer each count on their own, so use Redis there.
+ *
+ * Memory stays bounded: expired keys are dropped when read, and a single unreferenced
+ * timer sweeps a slice of the keys at a time; `maxKeys` caps the total. Only numbers are
+ * stored, never request objects.
+ */
+export class MemoryStore implements RateLimitStore {
+  private readonly entries = new Map<string, Entry>();
+  private readonly clock: () => number;
+  private readonly maxKeys: number;
+  private readonly sweepBatch: number;
+  private cursor: Iterator<[string, Entry]> | undefined;
+  private readonly timer: ReturnType<typeof setInterval> | undefined;
+
+  /** @throws {RateLimitConfigError} `ERR_RATE_LIMIT_OPTION` for a non-positive `maxKeys` or `sweepBatch`, or a negative `sweepIntervalMs` */
+  constructor(options: MemoryStoreOptions = {}) {
+    this.clock = options.clock ?? Date.now;
+    this.maxKeys = positive(options.maxKeys ?? 1_000_000, 'maxKeys');
+    this.sweepBatch = positive(options.sweepBatch ?? 10_000, 'sweepBatch');
+    const every = options.sweepIntervalMs ?? 1000;
+    if (!(every >= 0)) throw optionError('sweepIntervalMs', every);
+    if (every > 0) {
+      this.timer = setInterval(() => this.sweep(), every);
+      this.timer.unref();
+    }
+  }
+
+  /** Number of keys held, expired or not. */
+  get size(): number {
+    return this.entries.size;
+  }
+
+  /**
+   * Like Redis `PTTL`: the **ms** left before `key` expires, or -2 when it does not exist
+   * (or has expired). Keys here always expire, so -1 never occurs.
+   */
+  pttl(key: string): number {
+    const entry = this.entries.get(key);
+    const left = entry ? entry.expiresAt - this.clock() : 0;
+    return left > 0 ? left : -2;
+  }
+
+  consume(policies: readonly StorePolicy[]): Promise<StoreOutcome[]> {
+    const now = this.clock();
+    const evaluations = policies.map((p) => ({
+      impl: ALGORITHM_IMPLS[p.algorithm],
+      state: this.read(p.key, now),
+      params: p,
+    }));
+    const outcomes = decideAll(now, evaluations);
+    outcomes.forEach((o, i) => {
+      if (o.state) this.write(policies[i]!.key, o.state, now + o.ttlMs!);
+    });
+    return Promise.resolve(
+      outcomes.map(({ allowed, remaining, resetMs, retryAfterMs }) => ({
+        allowed,
+        remaining,
+        resetMs,
+        retryAfterMs,
+      })),
+    );
+  }
+
+  deleteByPrefix(keyPrefix: string): Promise<number> {
+    let deleted = 0;
+    for (const key of this.entries.keys()) {
+      if (key.startsWith(keyPrefix) && this.entries.delete(key)) deleted++;
+    }
+    return Promise.resolve(deleted);
+  }
+
+  /**
+   * Drops expired keys among the next `sweepBatch` keys, continuing where the last sweep
+   * stopped. Runs on its own timer; call it directly with an injected clock.
+   * @returns how many keys were dropped
+   */
+  sweep(): number {
+    const now = this.clock();
+    let dropped = 0;
+    for (let i = 0; i < this.sweepBatch; i++) {
+      this.cursor ??= this.entries.entries();
+      const next = this.cursor.next();
+      if (next.done) {
+        this.cursor = undefined;
+        break;
+      }
+      const [key, entry] = next.value;
+      if (entry.expiresAt <= now && this.entries.delete(key)) dropped++;
+    }
+    return dropped;
+  }
+
+  close(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    this.entries.clear();
+    return Promise.resolve();
+  }
+
+  private read(key: string, now: number): State | undefined {
+    const entry = this.entries.get(key);
+    if (entry === undefined) return undefined;
+    if (entry.expiresAt > now) return entry.state;
+    this.entries.delete(key);
+    return undefined;
+  }
+
+  private write(key: string, state: State, expiresAt: number): void {
+    // Re-inserting keeps the Map in least-recently-written order, which is what gets dropped when full.
+    this.entries.delete(key);
+    this.entries.set(key, { state, expiresAt });
+    if (this.entries.size > this.maxKeys) {
+      this.entries.delete(this.entries.keys().next().value!);
+    }
+  }
+}
+
+function positive(value: number, name: string): number {
+  if (!Number.isSafeInteger(value) || value < 1) throw optionError(name, value);
+  return value;
+}
+
+function optionError(name: string, value: unknown): RateLimitConfigError {
+  return new RateLimitConfigError(
+    'ERR_RATE_LIMIT_OPTION',
+    `invalid MemoryStore option ${name}: ${quote(value)}`,
+    'MemoryStore',
+  );
+}

@@ -1,0 +1,43 @@
+import type { Cluster, Redis } from 'ioredis';
+import { MemoryStore, RedisStore, type RateLimitStore } from '../../lib/index.js';
+import { newCluster, newRedis } from '../harness/redis.js';
+
+/** A store under test, driven by an injected clock, with a way to read a key's TTL. */
+export interface StoreFixture {
+  readonly store: RateLimitStore;
+  /** Redis `PTTL` semantics: ms left, -1 for a key without TTL, -2 for no key. */
+  pttl(key: string): Promise<number>;
+}
+
+/** Builds fixtures of one kind of store; `close` releases its connection. */
+export interface StoreKind {
+  readonly name: string;
+  make(clock: () => number): StoreFixture;
+  close(): Promise<void>;
+}
+
+export function memoryKind(): StoreKind {
+  return {
+    name: 'MemoryStore',
+    make(clock) {
+      const store = new MemoryStore({ clock, sweepIntervalMs: 0 });
+      return { store, pttl: (key) => Promise.resolve(store.pttl(key)) };
+    },
+    close: () => Promise.resolve(),
+  };
+}
+
+function redisKind(name: string, client: Redis | Cluster): StoreKind {
+  return {
+    name,
+    make(clock) {
+      return { store: new RedisStore({ client, clock }), pttl: (key) => client.pttl(key) };
+    },
+    close: async () => {
+      await client.quit();
+    },
+  };
+}
+
+export const standaloneKind = (): StoreKind => redisKind('Redis standalone', newRedis());
+export const clusterKind = (): StoreKind => redisKind('Redis Cluster', newCluster());

@@ -1,0 +1,347 @@
+/**
+ * The conformance suite of DESIGN §4: one set of rules, run against every store
+ * (MemoryStore, Redis standalone, Redis Cluster) with an injected clock.
+ */
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { randomUUID } from 'node:crypto';
+import {
+  ALGORITHMS,
+  definePolicy,
+  policyKey,
+  RateLimiter,
+  type Algorithm,
+  type Decision,
+  type PolicyInput,
+} from '../../lib/index.js';
+import { ALGORITHM_IMPLS } from '../../lib/core/algorithms/index.js';
+import type { StoreFixture, StoreKind } from './stores.js';
+
+/** A clock the test moves by hand; starts on a whole number of seconds (and of 13 s). */
+export class TestClock {
+  now = 1_800_000_000_000 - (1_800_000_000_000 % 13_000);
+  readonly read = (): number => this.now;
+}
+
+/** A limiter on a fresh prefix, so tests sharing one Redis never see each other's keys. */
+export function setup(kind: StoreKind) {
+  const clock = new TestClock();
+  const fixture: StoreFixture = kind.make(clock.read);
+  const prefix = `t${randomUUID().slice(0, 8)}`;
+  const limiter = new RateLimiter({ store: fixture.store, prefix, timeoutMs: 5000 });
+  const keyOf = (identity: string, p: PolicyInput, scope = 'global') =>
+    policyKey(
+      prefix,
+      identity,
+      p.scope ?? scope,
+      p.name ?? 'default',
+      ALGORITHM_IMPLS[p.algorithm ?? 'token-bucket'].tag,
+    );
+  return { clock, fixture, limiter, keyOf };
+}
+
+function only(decision: Decision) {
+  expect(decision.policies).toHaveLength(1);
+  return decision.policies[0]!;
+}
+
+/** Expected outcomes of 5/s at a fresh, window-aligned identity: see each row. */
+const BOUNDARY: Record<
+  Algorithm,
+  { resets: number[]; deniedResetMs: number; retryAfterMs: number; remainingAfterRetry: number }
+> = {
+  // The window opens at the first request and closes 1000 ms later.
+  'fixed-window': {
+    resets: [1000, 1000, 1000, 1000, 1000],
+    deniedResetMs: 1000,
+    retryAfterMs: 1000,
+    remainingAfterRetry: 4,
+  },
+  // The estimate decays to 0 at the end of the next window; the 6th request waits until
+  // 5·(1 - 200/1000) = 4 leaves room for one.
+  'sliding-window': {
+    resets: [2000, 2000, 2000, 2000, 2000],
+    deniedResetMs: 2000,
+    retryAfterMs: 1200,
+    remainingAfterRetry: 0,
+  },
+  // One token every 200 ms.
+  'token-bucket': {
+    resets: [200, 400, 600, 800, 1000],
+    deniedResetMs: 1000,
+    retryAfterMs: 200,
+    remainingAfterRetry: 0,
+  },
+  gcra: {
+    resets: [200, 400, 600, 800, 1000],
+    deniedResetMs: 1000,
+    retryAfterMs: 200,
+    remainingAfterRetry: 0,
+  },
+};
+
+export function conformanceSuite(makeKind: () => StoreKind): void {
+  const kind = makeKind();
+  afterAll(() => kind.close());
+
+  describe.each(ALGORITHMS)('%s', (algorithm) => {
+    const policy = { rate: '5/s', algorithm } as const;
+
+    it('admits up to the limit, then denies, with exact remaining, resetMs and retryAfterMs', async () => {
+      const { clock, limiter } = setup(kind);
+      const expected = BOUNDARY[algorithm];
+      for (let i = 0; i < 5; i++) {
+        const d = await limiter.consume('alice', policy);
+        expect(d.allowed).toBe(true);
+        expect(only(d)).toEqual({
+          name: 'default',
+          allowed: true,
+          limit: 5,
+          remaining: 4 - i,
+          resetMs: expected.resets[i],
+          retryAfterMs: 0,
+        });
+      }
+      const denied = await limiter.consume('alice', policy);
+      expect(denied).toEqual({
+        allowed: false,
+        reason: 'limit_exceeded',
+        policies: [
+          {
+            name: 'default',
+            allowed: false,
+            limit: 5,
+            remaining: 0,
+            resetMs: expected.deniedResetMs,
+            retryAfterMs: expected.retryAfterMs,
+          },
+        ],
+      });
+      clock.now += expected.retryAfterMs - 2;
+      expect((await limiter.consume('alice', policy)).allowed).toBe(false);
+      clock.now += 1;
+      expect((await limiter.consume('alice', policy)).allowed).toBe(false);
+      clock.now += 1;
+      const retried = only(await limiter.consume('alice', policy));
+      expect(retried.allowed).toBe(true);
+      expect(retried.remaining).toBe(expected.remainingAfterRetry);
+    });
+
+    it('retryAfterMs is tight for any state and cost: admitted at +retryAfterMs, not 1 ms before', async () => {
+      const { clock, limiter } = setup(kind);
+      const rates = ['3/s', '7/13s', '10/500ms', '100/m'];
+      const costs = [1, 2, 3, 1, 5, 2, 7, 1, 3];
+      for (const [r, rate] of rates.entries()) {
+        const p = { rate, algorithm, name: `p${r}` } as const;
+        for (const [i, cost] of costs.entries()) {
+          const capacity = definePolicy(p).capacity;
+          if (cost > capacity) continue;
+          clock.now += (i * 37) % 101;
+          // Spend until denied, then check the wait it names.
+          let d = await limiter.consume('bob', p, { cost });
+          while (d.allowed) d = await limiter.consume('bob', p, { cost });
+          const wait = only(d).retryAfterMs;
+          expect(wait).toBeGreaterThan(0);
+          expect(Number.isInteger(wait)).toBe(true);
+          clock.now += wait - 1;
+          expect((await limiter.consume('bob', p, { cost })).allowed).toBe(false);
+          clock.now += 1;
+          expect((await limiter.consume('bob', p, { cost })).allowed).toBe(true);
+        }
+      }
+    });
+
+    it('a denied request changes no state: limit 10, spend 7, cost 5 denied, cost 3 admitted', async () => {
+      const { limiter } = setup(kind);
+      const p = { rate: '10/m', algorithm } as const;
+      expect((await limiter.consume('carol', p, { cost: 7 })).allowed).toBe(true);
+      const denied = await limiter.consume('carol', p, { cost: 5 });
+      expect(denied.allowed).toBe(false);
+      expect(only(denied).remaining).toBe(3);
+      const admitted = await limiter.consume('carol', p, { cost: 3 });
+      expect(admitted.allowed).toBe(true);
+      expect(only(admitted).remaining).toBe(0);
+    });
+
+    it('cost 0 never writes', async () => {
+      const { limiter, fixture, keyOf } = setup(kind);
+      const p = { rate: '10/m', algorithm } as const;
+      const d = await limiter.consume('dave', p, { cost: 0 });
+      expect(only(d)).toEqual({
+        name: 'default',
+        allowed: true,
+        limit: 10,
+        remaining: 10,
+        resetMs: 0,
+        retryAfterMs: 0,
+      });
+      expect(await fixture.pttl(keyOf('dave', p))).toBe(-2);
+      await limiter.consume('dave', p, { cost: 4 });
+      const ttl = await fixture.pttl(keyOf('dave', p));
+      const peeked = await limiter.peek('dave', p);
+      expect(only(peeked).remaining).toBe(6);
+      expect(await fixture.pttl(keyOf('dave', p))).toBeLessThanOrEqual(ttl);
+      expect(only(await limiter.consume('dave', p, { cost: 1 })).remaining).toBe(5);
+    });
+
+    it('a cost above capacity is denied with Infinity and leaves no state', async () => {
+      const { limiter, fixture, keyOf } = setup(kind);
+      const p = { rate: '10/m', algorithm } as const;
+      const d = await limiter.consume('erin', p, { cost: 11 });
+      expect(d).toEqual({
+        allowed: false,
+        reason: 'cost_exceeds_limit',
+        policies: [
+          {
+            name: 'default',
+            allowed: false,
+            limit: 10,
+            remaining: 10,
+            resetMs: 0,
+            retryAfterMs: Infinity,
+          },
+        ],
+      });
+      expect(await fixture.pttl(keyOf('erin', p))).toBe(-2);
+    });
+
+    it('every key carries a TTL after every call', async () => {
+      const { clock, limiter, fixture, keyOf } = setup(kind);
+      const policies = [
+        { name: 'fast', rate: '1000/s', algorithm },
+        { name: 'odd', rate: '7/13s', algorithm },
+        { name: 'day', rate: '100000/d', algorithm },
+      ] as const;
+      for (let i = 0; i < 40; i++) {
+        await limiter.consume('frank', policies, { cost: 1 + (i % 3) });
+        for (const p of policies) {
+          const ttl = await fixture.pttl(keyOf('frank', p));
+          // -2 or 0: the key expired already in Redis' own time (1000/s refills in 1 ms).
+          // Never -1: a key without a TTL.
+          expect(ttl).toBeGreaterThanOrEqual(-2);
+          expect(ttl).not.toBe(-1);
+        }
+        clock.now += (i * 7) % 5;
+      }
+    });
+
+    it.each(['3/s', '1000/s', '7/13s'])(
+      'fractional rate %s loses nothing over a long sequence',
+      async (rate) => {
+        const { clock, limiter } = setup(kind);
+        const p = definePolicy({ rate, algorithm });
+        // About 3000 admissions at most, so a Redis run stays short.
+        const periods = Math.max(3, Math.min(40, Math.floor(3000 / p.limit)));
+        const horizon = periods * p.periodMs + 123;
+        const start = clock.now;
+        const greedy = async (
+          consume: (now: number) => Promise<{ allowed: boolean; retryAfterMs: number }>,
+        ) => {
+          let admitted = 0;
+          for (let now = start; now <= start + horizon;) {
+            const o = await consume(now);
+            if (o.allowed) admitted++;
+            else now += o.retryAfterMs;
+          }
+          return admitted;
+        };
+        // A greedy client: retries exactly when told to.
+        const admitted = await greedy(async (now) => {
+          clock.now = now;
+          return only(await limiter.consume('hank', p));
+        });
+        // The same client against the pure reference, in exact integer arithmetic.
+        let state: readonly number[] | undefined;
+        const reference = await greedy((now) => {
+          const o = ALGORITHM_IMPLS[algorithm].evaluate(state, now, { ...p, cost: 1 });
+          state = o.state ?? state;
+          return Promise.resolve(o);
+        });
+        expect(admitted).toBe(reference);
+        if (algorithm === 'fixed-window') {
+          // Back-to-back windows of one period each.
+          expect(admitted).toBe(p.limit * (periods + 1));
+        } else if (algorithm === 'sliding-window') {
+          // Never more than the limit per window, and the estimate never runs ahead.
+          expect(admitted).toBeLessThanOrEqual(p.limit * (periods + 1));
+          expect(admitted).toBeGreaterThanOrEqual((p.limit - 1) * periods);
+        } else {
+          // A full bucket, then one unit per emission interval, exactly.
+          expect(admitted).toBe(p.capacity + Math.floor((horizon * p.limit) / p.periodMs));
+        }
+      },
+    );
+  });
+
+  describe('stacked policies', () => {
+    const policies = [
+      { name: 'burst', rate: '1/s' },
+      { name: 'minute', rate: '60/m' },
+    ] as const;
+
+    it.each(ALGORITHMS)('%s: a request denied by 1/s spends nothing of 60/m', async (algorithm) => {
+      const { clock, limiter } = setup(kind);
+      const stack = policies.map((p) => ({ ...p, algorithm }));
+      const first = await limiter.consume('ivan', stack);
+      expect(first.allowed).toBe(true);
+      expect(first.policies.map((p) => p.remaining)).toEqual([0, 59]);
+      for (let i = 0; i < 5; i++) {
+        const d = await limiter.consume('ivan', stack);
+        expect(d.allowed).toBe(false);
+        expect(d.reason).toBe('limit_exceeded');
+        expect(d.policies.map((p) => [p.name, p.allowed, p.remaining])).toEqual([
+          ['burst', false, 0],
+          ['minute', true, 59],
+        ]);
+        expect(d.policies[1]!.retryAfterMs).toBe(0);
+      }
+      clock.now += d0RetryAfter(algorithm);
+      const later = await limiter.consume('ivan', stack);
+      expect(later.allowed).toBe(true);
+      // 60/m refills one unit per second under token-bucket and gcra; the windows do not.
+      const refilled = algorithm === 'token-bucket' || algorithm === 'gcra' ? 1 : 0;
+      expect(later.policies[1]!.remaining).toBe(58 + refilled);
+    });
+
+    it('a denial by the larger policy spends nothing of the smaller one either', async () => {
+      const { clock, limiter } = setup(kind);
+      const stack = [
+        { name: 'burst', rate: '5/s' },
+        { name: 'daily', rate: '3/d' },
+      ] as const;
+      for (let i = 0; i < 3; i++) {
+        expect((await limiter.consume('judy', stack)).allowed).toBe(true);
+        clock.now += 1000;
+      }
+      const d = await limiter.consume('judy', stack);
+      expect(d.policies.map((p) => [p.name, p.allowed, p.remaining])).toEqual([
+        ['burst', true, 5],
+        ['daily', false, 0],
+      ]);
+    });
+  });
+
+  describe('reset', () => {
+    it('forgets one scope, or every scope, of one identity only', async () => {
+      const { limiter } = setup(kind);
+      const p = { rate: '2/m' } as const;
+      for (const id of ['kim', 'lee']) {
+        for (const scope of ['a', 'b']) await limiter.consume(id, p, { scope, cost: 2 });
+      }
+      const spent = async (id: string, scope: string) =>
+        only(await limiter.peek(id, p, { scope })).remaining;
+      await limiter.reset('kim', 'a');
+      expect([await spent('kim', 'a'), await spent('kim', 'b'), await spent('lee', 'a')]).toEqual([
+        2, 0, 0,
+      ]);
+      expect(await limiter.reset('kim')).toBe(1);
+      expect([await spent('kim', 'b'), await spent('lee', 'b')]).toEqual([2, 0]);
+    });
+  });
+}
+
+/** How long `1/s` makes the second request wait, per algorithm, after one at time 0. */
+function d0RetryAfter(algorithm: Algorithm): number {
+  return algorithm === 'sliding-window' ? 2000 : 1000;
+}
+
+export { beforeAll };

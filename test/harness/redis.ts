@@ -1,0 +1,116 @@
+/**
+ * Redis for tests: clients to the Redis that global setup provides, and private redis-server
+ * processes for fault-injection tests. Suites share the standalone Redis and the Cluster, so each
+ * suite uses its own key prefix and nothing here ever flushes.
+ */
+import { rmSync } from 'node:fs';
+import { afterAll } from '@jest/globals';
+import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
+import { NO_REDIS_MESSAGE, RedisProcess, freePort, makeTempDir, onPath } from './global-setup.js';
+
+/** Closes an ioredis client without the 2 s timer it leaves behind after a failed connection. */
+export { disconnect } from './global-setup.js';
+
+/** URL of the shared standalone test Redis. Throws how to get one if there is none. */
+export function redisUrl(): string {
+  const url = process.env.NRL_TEST_REDIS_URL;
+  if (!url) throw new Error(NO_REDIS_MESSAGE);
+  return url;
+}
+
+/** Seed nodes of the shared test Cluster. Throws why there is none, if so. */
+export function clusterNodes(): { host: string; port: number }[] {
+  const nodes = process.env.NRL_TEST_CLUSTER_NODES;
+  if (!nodes) {
+    const reason = process.env.NRL_TEST_CLUSTER_ERROR ?? 'test/harness/global-setup.ts did not run';
+    throw new Error(`No Redis Cluster for the tests: ${reason}`);
+  }
+  return nodes.split(',').map((node) => {
+    const colon = node.lastIndexOf(':');
+    const port = Number(node.slice(colon + 1));
+    if (colon < 1 || !Number.isInteger(port)) throw new Error(`bad cluster node "${node}"`);
+    return { host: node.slice(0, colon).trim(), port };
+  });
+}
+
+/**
+ * An ioredis client to the shared standalone Redis. Defaults: connects at once, fails a command
+ * after one retry, queues commands while (re)connecting. Callers must `quit()` it.
+ */
+export function newRedis(options: RedisOptions = {}): Redis {
+  return new Redis(redisUrl(), {
+    lazyConnect: false,
+    maxRetriesPerRequest: 1,
+    enableOfflineQueue: true,
+    ...options,
+  });
+}
+
+/** An ioredis Cluster client to the shared test Cluster. Callers must `quit()` it. */
+export function newCluster(options: ClusterOptions = {}): Cluster {
+  return new Cluster(clusterNodes(), options);
+}
+
+/** True when this machine can run private servers, i.e. `redis-server` is on PATH. */
+export function redisServerAvailable(): boolean {
+  return onPath('redis-server');
+}
+
+/** A private redis-server that a test may stop, kill and restart at will. */
+export interface RedisServerHandle {
+  readonly port: number;
+  /** `redis://127.0.0.1:<port>` */
+  readonly url: string;
+  /** SIGTERM (graceful shutdown), resolves once the process has exited. */
+  stop(): Promise<void>;
+  /** SIGKILL (crash), resolves once the process has exited. */
+  kill(): Promise<void>;
+  /** Starts it again on the same port (stopping it first if running); resolves once it answers PING. */
+  restart(): Promise<void>;
+}
+
+const privateServers: { server: RedisProcess; dir: string }[] = [];
+
+// Test code sees Jest's copy of `process`, whose 'exit' event never fires, so the exit hook in
+// global-setup.ts cannot clean up after a test file. This runs after each file that imports us.
+afterAll(async () => {
+  const servers = privateServers.splice(0);
+  await Promise.all(servers.map(({ server }) => server.stop('SIGKILL')));
+  for (const { dir } of servers) rmSync(dir, { recursive: true, force: true });
+});
+
+/**
+ * Starts a private, disposable redis-server on a free loopback port, with `extraArgs` appended to
+ * its command line (e.g. `['--maxmemory', '1mb']`). It is killed after the test file at the latest.
+ */
+export async function startRedisServer(extraArgs: string[] = []): Promise<RedisServerHandle> {
+  if (!redisServerAvailable()) {
+    throw new Error(
+      'startRedisServer needs redis-server on PATH: `apt-get install redis-server` ' +
+        '(Debian/Ubuntu) or `brew install redis`.',
+    );
+  }
+  const dir = makeTempDir();
+  let server: RedisProcess;
+  for (let attempt = 1; ; attempt++) {
+    server = new RedisProcess(await freePort(), dir, extraArgs);
+    privateServers.push({ server, dir });
+    try {
+      await server.start();
+      break;
+    } catch (error) {
+      // Parallel workers can race for the same free port; anything else is a real failure.
+      if (attempt === 3 || !server.tail().includes('Address already in use')) throw error;
+    }
+  }
+  return {
+    port: server.port,
+    url: `redis://127.0.0.1:${server.port}`,
+    stop: () => server.stop('SIGTERM'),
+    kill: () => server.stop('SIGKILL'),
+    restart: async () => {
+      await server.stop('SIGTERM');
+      await server.start();
+    },
+  };
+}
