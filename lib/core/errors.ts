@@ -61,7 +61,9 @@ export function quote(value: unknown): string {
     return String(value);
   }
   try {
-    return JSON.stringify(value) ?? String(value);
+    const numbers = (_key: string, v: unknown) =>
+      typeof v === 'number' && !Number.isFinite(v) ? String(v) : v;
+    return JSON.stringify(value, numbers) ?? String(value);
   } catch {
     return String(value);
   }

@@ -11,12 +11,14 @@ const PREFIX_PATTERN = /^[A-Za-z0-9_.:-]{1,64}$/;
  *
  * Identities longer than 64 characters, or with characters outside printable ASCII, or
  * with `{` / `}`, are replaced by `h:` + the first 22 characters of base64url(SHA-256)
- * (DESIGN §5). So are identities that already start with `h:`, so that no chosen
+ * (DESIGN §5; hashed as UTF-16LE code units). So are identities that already start with `h:`, so that no chosen
  * identity can land in another one's bucket.
  */
 export function identityTag(identity: string): string {
   if (PLAIN_IDENTITY.test(identity) && !identity.startsWith('h:')) return identity;
-  return `h:${createHash('sha256').update(identity).digest('base64url').slice(0, 22)}`;
+  // UTF-16 code units, not UTF-8: UTF-8 would turn every lone surrogate into U+FFFD and
+  // give distinct identities one bucket.
+  return `h:${createHash('sha256').update(identity, 'utf16le').digest('base64url').slice(0, 22)}`;
 }
 
 /** `<prefix>:{<identityTag>}:`: every key of one identity starts with this. */

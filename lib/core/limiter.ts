@@ -126,7 +126,7 @@ export class RateLimiter {
     if (scope !== undefined) checkScope(scope);
     const prefix =
       identityKeyPrefix(this.prefix, identity) + (scope === undefined ? '' : `${scope}:`);
-    return this.guard(this.store.deleteByPrefix(prefix));
+    return this.guard(() => this.store.deleteByPrefix(prefix));
   }
 
   private async run(
@@ -144,22 +144,25 @@ export class RateLimiter {
     const policies = (Array.isArray(input) ? input : [input]).map((p: Policy | PolicyInput) =>
       validated.has(p) ? (p as Policy) : definePolicy(p as PolicyInput),
     );
-    const keys = new Set<string>();
+    const names = new Set<string>();
     const storePolicies = policies.map((policy): StorePolicy => {
+      const policyScope = policy.scope ?? scope;
+      // Scope and name identify a budget; two on one request would count twice against it.
+      const budget = `${policyScope}:${policy.name}`;
+      if (names.has(budget)) {
+        throw new RateLimitConfigError(
+          'ERR_RATE_LIMIT_DUPLICATE_POLICY',
+          `two policies named "${policy.name}" in scope "${policyScope}" on one request`,
+        );
+      }
+      names.add(budget);
       const key = policyKey(
         this.prefix,
         identity,
-        policy.scope ?? scope,
+        policyScope,
         policy.name,
         ALGORITHM_IMPLS[policy.algorithm].tag,
       );
-      if (keys.has(key)) {
-        throw new RateLimitConfigError(
-          'ERR_RATE_LIMIT_DUPLICATE_POLICY',
-          `two policies named "${policy.name}" in scope "${policy.scope ?? scope}" on one request`,
-        );
-      }
-      keys.add(key);
       return {
         key,
         algorithm: policy.algorithm,
@@ -169,7 +172,7 @@ export class RateLimiter {
         cost: peek ? 0 : (policy.cost ?? cost),
       };
     });
-    const outcomes = await this.guard(this.store.consume(storePolicies));
+    const outcomes = await this.guard(() => this.store.consume(storePolicies));
     const decisions: PolicyDecision[] = outcomes.map((o, i) => ({
       name: policies[i]!.name,
       allowed: o.allowed,
@@ -186,7 +189,7 @@ export class RateLimiter {
   }
 
   /** Bounds a store call by `timeoutMs` and turns its failures into {@link RateLimitBackendError}. */
-  private guard<T>(call: Promise<T>): Promise<T> {
+  private guard<T>(call: () => Promise<T>): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       const timer =
         this.timeoutMs === Infinity
@@ -201,7 +204,8 @@ export class RateLimiter {
                 ),
               this.timeoutMs,
             );
-      call.then(
+      // A store that throws instead of rejecting is a failed call like any other.
+      new Promise<T>((run) => run(call())).then(
         (value) => {
           clearTimeout(timer);
           resolve(value);

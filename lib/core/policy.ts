@@ -106,7 +106,7 @@ export function resolvePolicy(input: PolicyInput, where?: string): Policy {
     );
   }
   const { limit, periodMs } = parseRate(input.rate, where);
-  const name = input.name ?? 'default';
+  const name = input.name === undefined ? 'default' : input.name;
   if (typeof name !== 'string' || !NAME_PATTERN.test(name)) {
     throw new RateLimitConfigError(
       'ERR_RATE_LIMIT_NAME',
@@ -114,7 +114,7 @@ export function resolvePolicy(input: PolicyInput, where?: string): Policy {
       where,
     );
   }
-  const algorithm = input.algorithm ?? 'token-bucket';
+  const algorithm = input.algorithm === undefined ? 'token-bucket' : input.algorithm;
   if (!ALGORITHMS.includes(algorithm)) {
     throw new RateLimitConfigError(
       'ERR_RATE_LIMIT_ALGORITHM',

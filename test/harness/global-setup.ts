@@ -77,7 +77,8 @@ export async function freePort(clusterBus = false): Promise<number> {
   throw new Error('could not find a free loopback port');
 }
 
-// Everything still running or lying around when this process exits, however it exits normally.
+// Cleaned up when this process exits, e.g. after global setup failed half-way. (Test code never
+// sees 'exit': Jest gives it a copy of `process`. redis.ts cleans up with afterAll instead.)
 const live = new Set<RedisProcess>();
 const tempDirs = new Set<string>();
 let exitHookInstalled = false;
@@ -177,7 +178,7 @@ export class RedisProcess {
     private readonly extraArgs: string[] = [],
   ) {}
 
-  /** Starts redis-server and resolves once it answers PING. */
+  /** Starts redis-server and resolves once it answers (and has loaded any data). */
   async start(timeoutMs = 10_000): Promise<void> {
     if (this.child) throw new Error(`redis-server :${this.port} is already running`);
     installExitHook();
@@ -189,7 +190,7 @@ export class RedisProcess {
     this.child = child;
     this.exitInfo = '';
     live.add(this);
-    // The exit hook is what stops a forgotten server; it must not keep a test worker alive.
+    // Teardown, afterAll or the exit hook stop the server; it alone must not keep a worker alive.
     child.unref();
     for (const stream of [child.stdout, child.stderr]) {
       stream?.on('data', (chunk: Buffer) => (this.output = (this.output + chunk).slice(-4000)));
@@ -207,10 +208,12 @@ export class RedisProcess {
     await waitUntil(
       async () => {
         if (!this.child) throw new Error(failure(this.exitInfo));
-        return (await redisCall(this.port, 'PING').catch(() => undefined)) === 'PONG';
+        // Checking the pid makes sure we are not talking to some other server on a raced port.
+        const info = String(await redisCall(this.port, 'INFO').catch(() => ''));
+        return info.includes(`process_id:${child.pid}\r\n`) && info.includes('loading:0\r\n');
       },
       timeoutMs,
-      () => failure(`no PONG within ${timeoutMs} ms`),
+      () => failure(`not ready within ${timeoutMs} ms`),
     );
   }
 
@@ -232,11 +235,6 @@ export class RedisProcess {
     this.child?.kill('SIGKILL');
   }
 
-  /** The process id, while running. */
-  get pid(): number | undefined {
-    return this.child?.pid;
-  }
-
   /** The last few kB of the server's stdout and stderr, for error messages. */
   tail(): string {
     return this.output.trim() || '(no output)';
@@ -248,12 +246,9 @@ const execFileAsync = promisify(execFile);
 async function startCluster(dir: string, processes: RedisProcess[]): Promise<number[]> {
   const ports = [await freePort(true), await freePort(true), await freePort(true)];
   const nodes = ports.map((port) => {
-    const args = ['--cluster-enabled', 'yes', '--cluster-node-timeout', '2000'];
-    return new RedisProcess(port, dir, [
-      ...args,
-      '--cluster-config-file',
-      join(dir, `nodes-${port}.conf`),
-    ]);
+    const config = join(dir, `nodes-${port}.conf`);
+    const args = ['--cluster-enabled', 'yes', '--cluster-config-file', config];
+    return new RedisProcess(port, dir, [...args, '--cluster-node-timeout', '2000']);
   });
   processes.push(...nodes);
   await Promise.all(nodes.map((node) => node.start()));

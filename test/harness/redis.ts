@@ -4,7 +4,6 @@
  * suite uses its own key prefix and nothing here ever flushes.
  */
 import { rmSync } from 'node:fs';
-import { afterAll } from '@jest/globals';
 import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
 import { NO_REDIS_MESSAGE, RedisProcess, freePort, makeTempDir, onPath } from './global-setup.js';
 
@@ -25,11 +24,12 @@ export function clusterNodes(): { host: string; port: number }[] {
     const reason = process.env.NRL_TEST_CLUSTER_ERROR ?? 'test/harness/global-setup.ts did not run';
     throw new Error(`No Redis Cluster for the tests: ${reason}`);
   }
-  return nodes.split(',').map((node) => {
+  return nodes.split(',').map((entry) => {
+    const node = entry.trim();
     const colon = node.lastIndexOf(':');
     const port = Number(node.slice(colon + 1));
     if (colon < 1 || !Number.isInteger(port)) throw new Error(`bad cluster node "${node}"`);
-    return { host: node.slice(0, colon).trim(), port };
+    return { host: node.slice(0, colon), port };
   });
 }
 
@@ -65,7 +65,7 @@ export interface RedisServerHandle {
   stop(): Promise<void>;
   /** SIGKILL (crash), resolves once the process has exited. */
   kill(): Promise<void>;
-  /** Starts it again on the same port (stopping it first if running); resolves once it answers PING. */
+  /** Starts it again on the same port (stopping it first if running); resolves once it answers. */
   restart(): Promise<void>;
 }
 
@@ -73,11 +73,27 @@ const privateServers: { server: RedisProcess; dir: string }[] = [];
 
 // Test code sees Jest's copy of `process`, whose 'exit' event never fires, so the exit hook in
 // global-setup.ts cannot clean up after a test file. This runs after each file that imports us.
-afterAll(async () => {
+// Taken from globalThis rather than @jest/globals so that scripts outside Jest can import us too.
+const afterAll = (globalThis as { afterAll?: (hook: () => Promise<void>) => void }).afterAll;
+afterAll?.(async () => {
   const servers = privateServers.splice(0);
   await Promise.all(servers.map(({ server }) => server.stop('SIGKILL')));
   for (const { dir } of servers) rmSync(dir, { recursive: true, force: true });
 });
+
+async function startOnFreePort(dir: string, extraArgs: string[]): Promise<RedisProcess> {
+  for (let attempt = 1; ; attempt++) {
+    const server = new RedisProcess(await freePort(), dir, extraArgs);
+    privateServers.push({ server, dir });
+    try {
+      await server.start();
+      return server;
+    } catch (error) {
+      // Parallel workers can race for the same free port; anything else is a real failure.
+      if (attempt === 3 || !server.tail().includes('Address already in use')) throw error;
+    }
+  }
+}
 
 /**
  * Starts a private, disposable redis-server on a free loopback port, with `extraArgs` appended to
@@ -90,19 +106,7 @@ export async function startRedisServer(extraArgs: string[] = []): Promise<RedisS
         '(Debian/Ubuntu) or `brew install redis`.',
     );
   }
-  const dir = makeTempDir();
-  let server: RedisProcess;
-  for (let attempt = 1; ; attempt++) {
-    server = new RedisProcess(await freePort(), dir, extraArgs);
-    privateServers.push({ server, dir });
-    try {
-      await server.start();
-      break;
-    } catch (error) {
-      // Parallel workers can race for the same free port; anything else is a real failure.
-      if (attempt === 3 || !server.tail().includes('Address already in use')) throw error;
-    }
-  }
+  const server = await startOnFreePort(makeTempDir(), extraArgs);
   return {
     port: server.port,
     url: `redis://127.0.0.1:${server.port}`,

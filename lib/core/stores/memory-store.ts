@@ -46,7 +46,10 @@ export class MemoryStore implements RateLimitStore {
     this.maxKeys = positive(options.maxKeys ?? 1_000_000, 'maxKeys');
     this.sweepBatch = positive(options.sweepBatch ?? 10_000, 'sweepBatch');
     const every = options.sweepIntervalMs ?? 1000;
-    if (!(every >= 0)) throw optionError('sweepIntervalMs', every);
+    // Timers turn a delay above 2^31-1 ms into 1 ms, so larger values are refused.
+    if (!Number.isSafeInteger(every) || every < 0 || every > 2 ** 31 - 1) {
+      throw optionError('sweepIntervalMs', every);
+    }
     if (every > 0) {
       this.timer = setInterval(() => this.sweep(), every);
       this.timer.unref();

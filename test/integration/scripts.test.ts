@@ -1,0 +1,112 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { Redis } from 'ioredis';
+import { ALGORITHMS, RateLimitBackendError, RateLimiter, RedisStore } from '../../lib/index.js';
+import { startRedisServer, type RedisServerHandle } from '../harness/redis.js';
+
+/** The count of one command in `INFO commandstats`. */
+async function calls(client: Redis, command: string): Promise<number> {
+  const info = await client.info('commandstats');
+  const match = new RegExp(`cmdstat_${command}:calls=(\\d+)`).exec(info);
+  return match ? Number(match[1]) : 0;
+}
+
+// A private server: these tests flush its scripts, pause it and read its command counts.
+describe('the consume script on a private Redis', () => {
+  let server: RedisServerHandle;
+  let admin: Redis;
+  let client: Redis;
+
+  beforeAll(async () => {
+    server = await startRedisServer();
+    admin = new Redis(server.url);
+    // Tuned as a limiter's client should be: fail fast, never re-send.
+    client = new Redis(server.url, {
+      autoResendUnfulfilledCommands: false,
+      maxRetriesPerRequest: 0,
+    });
+    await client.ping();
+  });
+
+  afterAll(async () => {
+    admin.disconnect();
+    client.disconnect();
+    await server.stop();
+  });
+
+  it('after SCRIPT FLUSH the next call succeeds and counts once, via one EVAL', async () => {
+    const limiter = new RateLimiter({
+      store: new RedisStore({ client }),
+      prefix: 'flush',
+      timeoutMs: 5000,
+    });
+    expect((await limiter.consume('a', { rate: '10/h' })).policies[0]!.remaining).toBe(9);
+    await admin.script('FLUSH');
+    await admin.config('RESETSTAT');
+    const d = await limiter.consume('a', { rate: '10/h' });
+    expect(d.allowed).toBe(true);
+    expect(d.policies[0]!.remaining).toBe(8);
+    expect([await calls(admin, 'evalsha'), await calls(admin, 'eval')]).toEqual([1, 1]);
+    // The script is cached again: back to EVALSHA alone.
+    expect((await limiter.consume('a', { rate: '10/h' })).policies[0]!.remaining).toBe(7);
+    expect([await calls(admin, 'evalsha'), await calls(admin, 'eval')]).toEqual([2, 1]);
+  });
+
+  it('a call that times out is not replayed: paused past the timeout, it counts at most once', async () => {
+    const store = new RedisStore({ client });
+    const impatient = new RateLimiter({ store, prefix: 'pause', timeoutMs: 50 });
+    const patient = new RateLimiter({ store, prefix: 'pause', timeoutMs: 10_000 });
+    const policy = { rate: '10/h' };
+    await patient.consume('b', policy);
+    await admin.config('RESETSTAT');
+    await admin.client('PAUSE', 400, 'WRITE');
+    const late = impatient.consume('b', policy);
+    await expect(late).rejects.toBeInstanceOf(RateLimitBackendError);
+    await expect(late).rejects.toMatchObject({ kind: 'timeout' });
+    // Same connection, so this reply comes after the paused call has run.
+    const after = await patient.peek('b', policy);
+    expect(after.policies[0]!.remaining).toBe(8);
+    expect(await calls(admin, 'evalsha')).toBe(2);
+  });
+
+  it.each(ALGORITHMS)(
+    '%s: every SET the script sends carries PX >= 1 at high rates',
+    async (algorithm) => {
+      const monitor = await new Redis(server.url).monitor();
+      const sets: string[][] = [];
+      monitor.on('monitor', (_time: string, args: string[]) => {
+        if (args[0]?.toUpperCase() === 'SET') sets.push(args);
+      });
+      const limiter = new RateLimiter({
+        store: new RedisStore({ client }),
+        prefix: `px${algorithm}`,
+        timeoutMs: 5000,
+      });
+      const rates = ['1000/s', '3000/s', '10/500ms', '7/13s', '1/ms'];
+      for (let i = 0; i < 50; i++) {
+        const rate = rates[i % rates.length]!;
+        await limiter.consume(
+          `id${i % 7}`,
+          { rate, algorithm, name: `r${i % rates.length}` },
+          { cost: 1 + (i % 2) },
+        );
+      }
+      // MONITOR lines arrive asynchronously: an ECHO sent after the last call marks the end.
+      const marker = `end-${algorithm}`;
+      const ended = new Promise<void>((resolve) =>
+        monitor.on('monitor', (_time: string, args: string[]) => {
+          if (args[0]?.toUpperCase() === 'ECHO' && args[1] === marker) resolve();
+        }),
+      );
+      await client.echo(marker);
+      await ended;
+      monitor.disconnect();
+      expect(sets.length).toBeGreaterThan(10);
+      for (const args of sets) {
+        expect(args[3]?.toUpperCase()).toBe('PX');
+        const px = Number(args[4]);
+        expect(Number.isInteger(px)).toBe(true);
+        expect(px).toBeGreaterThanOrEqual(1);
+      }
+    },
+  );
+});

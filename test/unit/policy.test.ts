@@ -1,0 +1,271 @@
+import { describe, expect, it } from '@jest/globals';
+import {
+  ALGORITHMS,
+  definePolicy,
+  RateLimitConfigError,
+  resolvePolicy,
+  type Algorithm,
+  type PolicyInput,
+  type RateLimitErrorCode,
+} from '../../lib/index.js';
+
+const WHERE = 'ReportsController.export';
+
+/** Resolves `input` (via resolvePolicy and definePolicy), expects both to throw, returns the error. */
+function rejected(input: unknown, where?: string): RateLimitConfigError {
+  let first: unknown;
+  try {
+    resolvePolicy(input as PolicyInput, where);
+  } catch (error) {
+    first = error;
+  }
+  expect(first).toBeInstanceOf(RateLimitConfigError);
+  expect(() => definePolicy(input as PolicyInput, where)).toThrow(RateLimitConfigError);
+  return first as RateLimitConfigError;
+}
+
+function expectCode(error: RateLimitConfigError, code: RateLimitErrorCode): void {
+  expect(error.code).toBe(code);
+  expect(error.message).toContain(`[${code}]`);
+  expect(error.message).toContain(`(in ${WHERE})`);
+  expect(error.where).toBe(WHERE);
+}
+
+describe('resolvePolicy: defaults', () => {
+  it('defaults name to "default", algorithm to token-bucket and capacity to the limit', () => {
+    expect(resolvePolicy({ rate: '100/m' })).toStrictEqual({
+      name: 'default',
+      limit: 100,
+      periodMs: 60_000,
+      algorithm: 'token-bucket',
+      capacity: 100,
+    });
+  });
+
+  it('keeps name, scope and cost when given', () => {
+    expect(
+      resolvePolicy({ name: 'daily', rate: '10000/d', scope: 'auth', cost: 10 }),
+    ).toStrictEqual({
+      name: 'daily',
+      limit: 10000,
+      periodMs: 86_400_000,
+      algorithm: 'token-bucket',
+      capacity: 10000,
+      scope: 'auth',
+      cost: 10,
+    });
+  });
+
+  it.each(['fixed-window', 'sliding-window', 'token-bucket', 'gcra'] as const)(
+    'sets capacity to the limit for %s without a burst',
+    (algorithm) => {
+      const policy = resolvePolicy({ rate: '5/10s', algorithm });
+      expect(policy.algorithm).toBe(algorithm);
+      expect(policy.capacity).toBe(5);
+      expect(policy.limit).toBe(5);
+      expect(policy.periodMs).toBe(10_000);
+    },
+  );
+
+  it('returns a frozen object', () => {
+    const policy = resolvePolicy({ rate: '100/m', scope: 'auth', cost: 2 });
+    expect(Object.isFrozen(policy)).toBe(true);
+    expect(() => {
+      (policy as { limit: number }).limit = 1;
+    }).toThrow(TypeError);
+    expect(policy.limit).toBe(100);
+  });
+
+  it('definePolicy returns the same frozen, resolved policy', () => {
+    const policy = definePolicy({ name: 'burst', rate: '10/s', burst: 20 }, WHERE);
+    expect(Object.isFrozen(policy)).toBe(true);
+    expect(policy).toStrictEqual({
+      name: 'burst',
+      limit: 10,
+      periodMs: 1000,
+      algorithm: 'token-bucket',
+      capacity: 20,
+    });
+  });
+
+  it('exports the four algorithms in order', () => {
+    expect(ALGORITHMS).toEqual(['fixed-window', 'sliding-window', 'token-bucket', 'gcra']);
+  });
+});
+
+describe('resolvePolicy: burst', () => {
+  it.each(['token-bucket', 'gcra'] as const)('burst sets the capacity for %s', (algorithm) => {
+    const policy = resolvePolicy({ rate: '10/s', algorithm, burst: 25 });
+    expect(policy.capacity).toBe(25);
+    expect(policy.limit).toBe(10);
+  });
+
+  it('burst below the limit sets a smaller capacity', () => {
+    expect(resolvePolicy({ rate: '10/s', burst: 3 }).capacity).toBe(3);
+  });
+
+  it.each(['fixed-window', 'sliding-window'] as const)(
+    'rejects a burst for %s with ERR_RATE_LIMIT_BURST',
+    (algorithm) => {
+      const error = rejected({ rate: '10/s', algorithm, burst: 20 }, WHERE);
+      expectCode(error, 'ERR_RATE_LIMIT_BURST');
+      expect(error.message).toContain(`not ${algorithm}`);
+      expect(error.message).toContain('burst 20');
+    },
+  );
+
+  it.each([
+    [0, '0'],
+    [-1, '-1'],
+    [1.5, '1.5'],
+    ['5', '"5"'],
+    [NaN, 'NaN'],
+    [null, 'null'],
+  ])('rejects burst %p with ERR_RATE_LIMIT_BURST, quoting it', (burst, quoted) => {
+    const error = rejected({ rate: '10/s', burst }, WHERE);
+    expectCode(error, 'ERR_RATE_LIMIT_BURST');
+    expect(error.message).toContain(`invalid burst ${quoted} in policy "default"`);
+  });
+
+  it('rejects a burst whose burst × periodMs exceeds 2^50', () => {
+    const error = rejected({ rate: '1/d', burst: 2 ** 24 }, WHERE);
+    expectCode(error, 'ERR_RATE_LIMIT_BURST');
+  });
+});
+
+describe('resolvePolicy: algorithm', () => {
+  it.each(['leaky-bucket', 'TOKEN-BUCKET', ''])(
+    'rejects the unknown algorithm %p, listing the valid ones',
+    (algorithm) => {
+      const error = rejected({ rate: '10/s', algorithm: algorithm as Algorithm }, WHERE);
+      expectCode(error, 'ERR_RATE_LIMIT_ALGORITHM');
+      expect(error.message).toContain(`unknown algorithm ${JSON.stringify(algorithm)}`);
+      expect(error.message).toContain('fixed-window, sliding-window, token-bucket, gcra');
+    },
+  );
+});
+
+describe('resolvePolicy: name', () => {
+  it.each(['', 'a b', 'a:b', 'x'.repeat(65), '{x}', 'a\nb', 'é'])(
+    'rejects the name %p with ERR_RATE_LIMIT_NAME',
+    (name) => {
+      const error = rejected({ rate: '10/s', name }, WHERE);
+      expectCode(error, 'ERR_RATE_LIMIT_NAME');
+      expect(error.message).toContain(`invalid policy name ${JSON.stringify(name)}`);
+    },
+  );
+
+  it('rejects a non-string name with ERR_RATE_LIMIT_NAME', () => {
+    expectCode(rejected({ rate: '10/s', name: 42 }, WHERE), 'ERR_RATE_LIMIT_NAME');
+  });
+
+  it.each(['burst', 'daily', 'a.b-c_D9', 'x'.repeat(64)])('accepts the name %p', (name) => {
+    expect(resolvePolicy({ rate: '10/s', name }).name).toBe(name);
+  });
+});
+
+describe('resolvePolicy: scope', () => {
+  it.each(['', 'a:b', 'a b', '{a}', 'x'.repeat(129)])(
+    'rejects the scope %p with ERR_RATE_LIMIT_SCOPE',
+    (scope) => {
+      const error = rejected({ rate: '10/s', scope }, WHERE);
+      expectCode(error, 'ERR_RATE_LIMIT_SCOPE');
+      expect(error.message).toContain(`invalid scope ${JSON.stringify(scope)}`);
+    },
+  );
+
+  it.each(['ReportsController.export', 'auth', 'api/v1', 'x'.repeat(128)])(
+    'accepts the scope %p',
+    (scope) => {
+      expect(resolvePolicy({ rate: '10/s', scope }).scope).toBe(scope);
+    },
+  );
+
+  it('has no scope property when none is given', () => {
+    expect(Object.hasOwn(resolvePolicy({ rate: '10/s' }), 'scope')).toBe(false);
+  });
+});
+
+describe('resolvePolicy: static cost', () => {
+  it.each([
+    [-1, '-1'],
+    [1.5, '1.5'],
+    [NaN, 'NaN'],
+    ['2', '"2"'],
+    [Infinity, 'Infinity'],
+  ])('rejects cost %p with ERR_RATE_LIMIT_COST', (cost, quoted) => {
+    const error = rejected({ rate: '10/s', cost }, WHERE);
+    expectCode(error, 'ERR_RATE_LIMIT_COST');
+    expect(error.message).toContain(`invalid cost ${quoted} for policy "default"`);
+  });
+
+  it('rejects a cost greater than the capacity: it could never be admitted', () => {
+    const error = rejected({ rate: '10/s', cost: 11 }, WHERE);
+    expectCode(error, 'ERR_RATE_LIMIT_COST');
+    expect(error.message).toBe(
+      'cost 11 for policy "default" exceeds its capacity 10: it could never be admitted ' +
+        `(in ${WHERE}) [ERR_RATE_LIMIT_COST]`,
+    );
+  });
+
+  it('rejects a cost greater than a burst below the limit', () => {
+    const error = rejected({ rate: '10/s', burst: 4, cost: 5 }, WHERE);
+    expectCode(error, 'ERR_RATE_LIMIT_COST');
+    expect(error.message).toContain('exceeds its capacity 4');
+  });
+
+  it.each(['fixed-window', 'sliding-window'] as const)(
+    'rejects a cost above the limit for %s',
+    (algorithm) => {
+      const error = rejected({ rate: '10/s', algorithm, cost: 11 }, WHERE);
+      expectCode(error, 'ERR_RATE_LIMIT_COST');
+      expect(error.message).toContain('could never be admitted');
+    },
+  );
+
+  it('accepts a cost equal to the capacity', () => {
+    expect(resolvePolicy({ rate: '10/s', cost: 10 }).cost).toBe(10);
+    expect(resolvePolicy({ rate: '10/s', burst: 30, cost: 30 }).cost).toBe(30);
+    expect(resolvePolicy({ rate: '10/s', algorithm: 'fixed-window', cost: 10 }).cost).toBe(10);
+  });
+
+  it('accepts a cost above the limit but within a larger burst', () => {
+    const policy = resolvePolicy({ rate: '10/s', algorithm: 'gcra', burst: 30, cost: 25 });
+    expect(policy.cost).toBe(25);
+    expect(policy.capacity).toBe(30);
+  });
+
+  it('accepts cost 0 (a peek)', () => {
+    expect(resolvePolicy({ rate: '10/s', cost: 0 }).cost).toBe(0);
+  });
+});
+
+describe('resolvePolicy: where', () => {
+  const cases: [string, unknown, RateLimitErrorCode][] = [
+    ['rate', { rate: '100/x' }, 'ERR_RATE_LIMIT_RATE'],
+    ['missing rate', {}, 'ERR_RATE_LIMIT_RATE'],
+    ['not an object', null, 'ERR_RATE_LIMIT_OPTION'],
+    ['name', { rate: '1/s', name: 'a b' }, 'ERR_RATE_LIMIT_NAME'],
+    ['algorithm', { rate: '1/s', algorithm: 'leaky' }, 'ERR_RATE_LIMIT_ALGORITHM'],
+    ['burst type', { rate: '1/s', burst: 0 }, 'ERR_RATE_LIMIT_BURST'],
+    [
+      'burst on a window',
+      { rate: '1/s', algorithm: 'fixed-window', burst: 2 },
+      'ERR_RATE_LIMIT_BURST',
+    ],
+    ['scope', { rate: '1/s', scope: 'a:b' }, 'ERR_RATE_LIMIT_SCOPE'],
+    ['cost type', { rate: '1/s', cost: -1 }, 'ERR_RATE_LIMIT_COST'],
+    ['cost above capacity', { rate: '1/s', cost: 2 }, 'ERR_RATE_LIMIT_COST'],
+  ];
+
+  it.each(cases)('names where it came from in a %s error', (_label, input, code) => {
+    expectCode(rejected(input, WHERE), code);
+  });
+
+  it.each(cases)('names no place in a %s error when none is given', (_label, input, code) => {
+    const error = rejected(input, undefined);
+    expect(error.code).toBe(code);
+    expect(error.where).toBeUndefined();
+    expect(error.message).not.toContain('(in ');
+  });
+});
