@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { Redis } from 'ioredis';
 import { ALGORITHMS, RateLimitBackendError, RateLimiter, RedisStore } from '../../lib/index.js';
+import { CONSUME_SCRIPT } from '../../lib/core/stores/redis-script.js';
 import { startRedisServer, type RedisServerHandle } from '../harness/redis.js';
 
 /** The count of one command in `INFO commandstats`. */
@@ -71,7 +72,8 @@ describe('the consume script on a private Redis', () => {
   it.each(ALGORITHMS)(
     '%s: every SET the script sends carries PX >= 1 at high rates',
     async (algorithm) => {
-      const monitor = await new Redis(server.url).monitor();
+      const base = new Redis(server.url);
+      const monitor = await base.monitor();
       const sets: string[][] = [];
       monitor.on('monitor', (_time: string, args: string[]) => {
         if (args[0]?.toUpperCase() === 'SET') sets.push(args);
@@ -100,12 +102,34 @@ describe('the consume script on a private Redis', () => {
       await client.echo(marker);
       await ended;
       monitor.disconnect();
+      base.disconnect();
       expect(sets.length).toBeGreaterThan(10);
       for (const args of sets) {
         expect(args[3]?.toUpperCase()).toBe('PX');
         const px = Number(args[4]);
         expect(Number.isInteger(px)).toBe(true);
         expect(px).toBeGreaterThanOrEqual(1);
+      }
+    },
+  );
+
+  it.each(ALGORITHMS)(
+    '%s: at 1000/s, on the Redis clock, the key exists right after an admitted call',
+    async (algorithm) => {
+      const code = { 'fixed-window': 1, 'sliding-window': 2, 'token-bucket': 3, gcra: 4 }[
+        algorithm
+      ];
+      const key = `hot:{x}:${algorithm}`;
+      for (let i = 0; i < 20; i++) {
+        // MULTI runs EXISTS straight after the script, with no round trip in between.
+        const [[, reply], [, exists]] = (await admin
+          .multi()
+          .eval(CONSUME_SCRIPT, 1, key, '', code, 1000, 1000, 1000, 1)
+          .exists(key)
+          .exec()) as [[null, number[]], [null, number]];
+        expect(reply[0]).toBe(1);
+        expect(exists).toBe(1);
+        await admin.del(key);
       }
     },
   );
