@@ -25,12 +25,26 @@ let client: Redis | undefined;
 if (redisUrl) {
   // A limiter's client fails fast instead of queueing or re-sending commands.
   client = new Redis(redisUrl, {
+    lazyConnect: true,
     enableOfflineQueue: false,
     autoResendUnfulfilledCommands: false,
     maxRetriesPerRequest: 0,
   });
+  let reported = false;
+  client.on('error', (error: Error) => {
+    // ioredis keeps reconnecting on its own; one line is enough to say why.
+    if (!reported)
+      console.warn(
+        `Redis at ${redisUrl} is unreachable (${error.message}): requests are let through until it is back`,
+      );
+    reported = true;
+  });
+  client.on('ready', () => {
+    reported = false;
+    console.log(`rate limits are kept in Redis at ${redisUrl}`);
+  });
+  await client.connect().catch(() => undefined);
   store = new RedisStore({ client });
-  console.log(`rate limits are kept in Redis at ${redisUrl}`);
 } else {
   store = new MemoryStore();
   console.log('REDIS_URL is not set: rate limits are kept in this process only (memory store)');
@@ -49,6 +63,8 @@ const server = createServer((req, res) => {
     res.end(`${JSON.stringify(body)}\n`);
   };
   if (req.url === '/health') return send(200, { ok: true });
+  if (req.url?.split('?')[0] !== '/search')
+    return send(404, { statusCode: 404, error: 'Not Found' });
   limiter.consume(identity, policies, { scope: 'search' }).then(
     (decision) => {
       if (decision.allowed) return send(200, { ok: true, decision });

@@ -26,11 +26,12 @@ export class RateLimitConfigError extends Error {
   constructor(
     /** Stable code, e.g. `ERR_RATE_LIMIT_RATE`. */
     readonly code: RateLimitErrorCode,
-    message: string,
+    /** What is wrong, without the place and the code. */
+    readonly detail: string,
     /** Where the bad value came from, e.g. `ReportsController.export`, if known. */
     readonly where?: string,
   ) {
-    super(where ? `${message} (in ${where}) [${code}]` : `${message} [${code}]`);
+    super(where ? `${detail} (in ${where}) [${code}]` : `${detail} [${code}]`);
   }
 }
 

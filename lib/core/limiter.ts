@@ -10,6 +10,11 @@ import {
   type PolicyDecision,
   type PolicyInput,
 } from './policy.js';
+import {
+  CircuitBreaker,
+  type CircuitBreakerOptions,
+  type CircuitState,
+} from './circuit-breaker.js';
 import type { RateLimitStore, StorePolicy } from './stores/store.js';
 
 /** Options of {@link RateLimiter}. */
@@ -23,6 +28,23 @@ export interface RateLimiterOptions {
    * late reply is ignored. `Infinity` waits forever.
    */
   timeoutMs?: number;
+  /**
+   * Stops calling a store that keeps failing, for a cool-down, then probes it with one
+   * call. Default `{ failureThreshold: 5, cooldownMs: 2000 }`; `false` turns it off.
+   */
+  circuitBreaker?: CircuitBreakerOptions | false;
+}
+
+/**
+ * One policy of a request, for {@link RateLimiter.consumeEach}: policies of one request
+ * may limit different identities (the route per IP, the API per user).
+ */
+export interface LimitEntry {
+  /** Who is limited by this policy, e.g. `user:42`. */
+  identity: string;
+  policy: Policy | PolicyInput;
+  /** Units to spend under this policy; default: the policy's `cost`, else the call's. */
+  cost?: number;
 }
 
 /** Options of one {@link RateLimiter.consume} call. */
@@ -64,10 +86,11 @@ export class RateLimiter {
   readonly store: RateLimitStore;
   readonly prefix: string;
   readonly timeoutMs: number;
+  private readonly breaker: CircuitBreaker | undefined;
 
-  /** @throws {RateLimitConfigError} `ERR_RATE_LIMIT_OPTION` for a bad `prefix` or `timeoutMs` */
+  /** @throws {RateLimitConfigError} `ERR_RATE_LIMIT_OPTION` for a bad `prefix`, `timeoutMs` or `circuitBreaker` */
   constructor(options: RateLimiterOptions) {
-    const { store, prefix = 'rl', timeoutMs = 100 } = options;
+    const { store, prefix = 'rl', timeoutMs = 100, circuitBreaker = {} } = options;
     if (!store || typeof store.consume !== 'function') {
       throw new RateLimitConfigError(
         'ERR_RATE_LIMIT_OPTION',
@@ -86,6 +109,12 @@ export class RateLimiter {
     this.store = store;
     this.prefix = prefix;
     this.timeoutMs = timeoutMs;
+    this.breaker = circuitBreaker === false ? undefined : new CircuitBreaker(circuitBreaker);
+  }
+
+  /** The circuit breaker's state; `closed` when it is turned off. */
+  get circuitState(): CircuitState {
+    return this.breaker?.state ?? 'closed';
   }
 
   /**
@@ -95,14 +124,22 @@ export class RateLimiter {
    *   key when long or unusual, DESIGN §5)
    * @throws {RateLimitConfigError} for an invalid policy, cost or scope, or two policies
    *   with the same scope and name
-   * @throws {RateLimitBackendError} when the store fails or exceeds `timeoutMs`
+   * @throws {RateLimitBackendError} when the store fails, exceeds `timeoutMs`, or the
+   *   circuit breaker is open
    */
-  async consume(
-    identity: string,
-    policies: Policies,
-    options: ConsumeOptions = {},
-  ): Promise<Decision> {
-    return this.run(identity, policies, options, false);
+  consume(identity: string, policies: Policies, options: ConsumeOptions = {}): Promise<Decision> {
+    return this.consumeEach(entriesOf(identity, policies), options);
+  }
+
+  /**
+   * Like {@link RateLimiter.consume}, with an identity per policy. Policies of one
+   * identity are decided all-or-nothing in one store call; on Redis Cluster, policies of
+   * different identities live in different slots and are decided one identity after the
+   * other (a denial by a later identity does not refund an earlier one).
+   * @throws like {@link RateLimiter.consume}
+   */
+  consumeEach(entries: readonly LimitEntry[], options: ConsumeOptions = {}): Promise<Decision> {
+    return this.run(entries, options, false);
   }
 
   /**
@@ -110,17 +147,18 @@ export class RateLimiter {
    * (a consume at cost 0).
    * @throws like {@link RateLimiter.consume}
    */
-  async peek(
+  peek(
     identity: string,
     policies: Policies,
     options: Omit<ConsumeOptions, 'cost'> = {},
   ): Promise<Decision> {
-    return this.run(identity, policies, options, true);
+    return this.run(entriesOf(identity, policies), options, true);
   }
 
   /**
    * Forgets what `identity` has spent: under `scope` only, or under every scope.
    * @returns how many keys were deleted
+   * @throws {RateLimitBackendError} when the store fails
    */
   async reset(identity: string, scope?: string): Promise<number> {
     if (scope !== undefined) checkScope(scope);
@@ -130,48 +168,52 @@ export class RateLimiter {
   }
 
   private async run(
-    identity: string,
-    input: Policies,
+    entries: readonly LimitEntry[],
     options: ConsumeOptions,
     peek: boolean,
   ): Promise<Decision> {
-    if (typeof identity !== 'string') {
-      throw new TypeError(`rate-limit identity must be a string, got ${quote(identity)}`);
-    }
     const { cost = 1, scope = 'global' } = options;
-    checkCost(cost, undefined, 'all');
+    checkCost(cost, undefined, undefined);
     checkScope(scope);
-    const policies = (Array.isArray(input) ? input : [input]).map((p: Policy | PolicyInput) =>
-      validated.has(p) ? (p as Policy) : definePolicy(p as PolicyInput),
+    const budgets = new Set<string>();
+    const policies: Policy[] = [];
+    const storePolicies = entries.map(
+      ({ identity, policy: input, cost: entryCost }): StorePolicy => {
+        if (typeof identity !== 'string') {
+          throw new TypeError(`rate-limit identity must be a string, got ${quote(identity)}`);
+        }
+        const policy = validated.has(input)
+          ? (input as Policy)
+          : definePolicy(input as PolicyInput);
+        const policyScope = policy.scope ?? scope;
+        // Identity, scope and name identify a budget; two on one request would count twice against it.
+        const budget = JSON.stringify([identity, policyScope, policy.name]);
+        if (budgets.has(budget)) {
+          throw new RateLimitConfigError(
+            'ERR_RATE_LIMIT_DUPLICATE_POLICY',
+            `two policies named "${policy.name}" in scope "${policyScope}" on one request`,
+          );
+        }
+        budgets.add(budget);
+        const spend = entryCost ?? policy.cost ?? cost;
+        if (entryCost !== undefined) checkCost(entryCost, undefined, policy.name);
+        policies.push(policy);
+        return {
+          key: policyKey(
+            this.prefix,
+            identity,
+            policyScope,
+            policy.name,
+            ALGORITHM_IMPLS[policy.algorithm].tag,
+          ),
+          algorithm: policy.algorithm,
+          limit: policy.limit,
+          periodMs: policy.periodMs,
+          capacity: policy.capacity,
+          cost: peek ? 0 : spend,
+        };
+      },
     );
-    const names = new Set<string>();
-    const storePolicies = policies.map((policy): StorePolicy => {
-      const policyScope = policy.scope ?? scope;
-      // Scope and name identify a budget; two on one request would count twice against it.
-      const budget = `${policyScope}:${policy.name}`;
-      if (names.has(budget)) {
-        throw new RateLimitConfigError(
-          'ERR_RATE_LIMIT_DUPLICATE_POLICY',
-          `two policies named "${policy.name}" in scope "${policyScope}" on one request`,
-        );
-      }
-      names.add(budget);
-      const key = policyKey(
-        this.prefix,
-        identity,
-        policyScope,
-        policy.name,
-        ALGORITHM_IMPLS[policy.algorithm].tag,
-      );
-      return {
-        key,
-        algorithm: policy.algorithm,
-        limit: policy.limit,
-        periodMs: policy.periodMs,
-        capacity: policy.capacity,
-        cost: peek ? 0 : (policy.cost ?? cost),
-      };
-    });
     const outcomes = await this.guard(() => this.store.consume(storePolicies));
     const decisions: PolicyDecision[] = outcomes.map((o, i) => ({
       name: policies[i]!.name,
@@ -188,35 +230,53 @@ export class RateLimiter {
     return { allowed: false, reason, policies: decisions };
   }
 
-  /** Bounds a store call by `timeoutMs` and turns its failures into {@link RateLimitBackendError}. */
+  /**
+   * Bounds a store call by `timeoutMs`, passes it through the circuit breaker, and turns
+   * its failures into {@link RateLimitBackendError}.
+   */
   private guard<T>(call: () => Promise<T>): Promise<T> {
+    const breaker = this.breaker;
+    if (breaker && !breaker.tryAcquire()) {
+      return Promise.reject(
+        new RateLimitBackendError('unavailable', 'rate-limit store skipped: circuit breaker open'),
+      );
+    }
     return new Promise<T>((resolve, reject) => {
+      // Only the first outcome counts: a reply that arrives after the timeout is ignored,
+      // so a slow store keeps failing (and opens the circuit) instead of looking healthy.
+      let settled = false;
+      const settle = (ok: boolean, finish: () => void) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        if (ok) breaker?.succeeded();
+        else breaker?.failed();
+        finish();
+      };
       const timer =
         this.timeoutMs === Infinity
           ? undefined
-          : setTimeout(
-              () =>
-                reject(
-                  new RateLimitBackendError(
-                    'timeout',
-                    `rate-limit store did not answer within ${this.timeoutMs} ms`,
-                  ),
-                ),
-              this.timeoutMs,
-            );
+          : setTimeout(() => {
+              const error = new RateLimitBackendError(
+                'timeout',
+                `rate-limit store did not answer within ${this.timeoutMs} ms`,
+              );
+              settle(false, () => reject(error));
+            }, this.timeoutMs);
       // A store that throws instead of rejecting is a failed call like any other.
       new Promise<T>((run) => run(call())).then(
-        (value) => {
-          clearTimeout(timer);
-          resolve(value);
-        },
-        (error: unknown) => {
-          clearTimeout(timer);
-          reject(toBackendError(error));
-        },
+        (value) => settle(true, () => resolve(value)),
+        (error: unknown) => settle(false, () => reject(toBackendError(error))),
       );
     });
   }
+}
+
+function entriesOf(identity: string, policies: Policies): LimitEntry[] {
+  return (Array.isArray(policies) ? policies : [policies]).map((policy: Policy | PolicyInput) => ({
+    identity,
+    policy,
+  }));
 }
 
 function toBackendError(error: unknown): RateLimitBackendError {

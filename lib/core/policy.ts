@@ -105,8 +105,8 @@ export function resolvePolicy(input: PolicyInput, where?: string): Policy {
       where,
     );
   }
-  const { limit, periodMs } = parseRate(input.rate, where);
   const name = input.name === undefined ? 'default' : input.name;
+  const { limit, periodMs } = parseRateOf(input.rate, name, where);
   if (typeof name !== 'string' || !NAME_PATTERN.test(name)) {
     throw new RateLimitConfigError(
       'ERR_RATE_LIMIT_NAME',
@@ -134,6 +134,15 @@ export function resolvePolicy(input: PolicyInput, where?: string): Policy {
     ...(input.scope !== undefined && { scope: input.scope }),
     ...(input.cost !== undefined && { cost: input.cost }),
   });
+}
+
+function parseRateOf(rate: RateInput, name: unknown, where?: string) {
+  try {
+    return parseRate(rate);
+  } catch (error) {
+    if (!(error instanceof RateLimitConfigError)) throw error;
+    throw new RateLimitConfigError(error.code, `${error.detail} in policy ${quote(name)}`, where);
+  }
 }
 
 function resolveCapacity(
@@ -184,13 +193,14 @@ export function checkScope(scope: unknown, where?: string): asserts scope is str
 export function checkCost(
   cost: unknown,
   capacity: number | undefined,
-  name: string,
+  name: string | undefined,
   where?: string,
 ): asserts cost is number {
   if (typeof cost !== 'number' || !Number.isSafeInteger(cost) || cost < 0) {
+    const of = name === undefined ? '' : ` for policy "${name}"`;
     throw new RateLimitConfigError(
       'ERR_RATE_LIMIT_COST',
-      `invalid cost ${quote(cost)} for policy "${name}": expected an integer >= 0`,
+      `invalid cost ${quote(cost)}${of}: expected an integer >= 0`,
       where,
     );
   }

@@ -37,6 +37,22 @@ export class RedisStore implements RateLimitStore {
   }
 
   async consume(policies: readonly StorePolicy[]): Promise<StoreOutcome[]> {
+    const groups = this.client.isCluster ? groupByHashTag(policies) : [];
+    if (groups.length <= 1) return this.consumeOne(policies);
+    // Keys of different identities may live on different Cluster nodes: decide one identity
+    // at a time, and once one denies, only read the rest.
+    const outcomes: StoreOutcome[] = new Array(policies.length);
+    let allowed = true;
+    for (const group of groups) {
+      const batch = group.map((i) => (allowed ? policies[i]! : { ...policies[i]!, cost: 0 }));
+      const result = await this.consumeOne(batch);
+      allowed &&= result.every((o) => o.allowed);
+      group.forEach((i, k) => (outcomes[i] = result[k]!));
+    }
+    return outcomes;
+  }
+
+  private async consumeOne(policies: readonly StorePolicy[]): Promise<StoreOutcome[]> {
     const args: (string | number)[] = [this.clock ? this.clock() : ''];
     for (const p of policies) {
       args.push(ALGORITHM_IMPLS[p.algorithm].code, p.limit, p.periodMs, p.capacity, p.cost);
@@ -103,6 +119,22 @@ export class RedisStore implements RateLimitStore {
     );
     return found.flat().filter((key) => key.startsWith(keyPrefix));
   }
+}
+
+/**
+ * Splits policy indexes by the Cluster hash tag of their keys (the `{...}` part), in order;
+ * policies of one identity share a tag, hence a slot.
+ */
+function groupByHashTag(policies: readonly StorePolicy[]): number[][] {
+  const groups = new Map<string, number[]>();
+  policies.forEach((p, i) => {
+    const open = p.key.indexOf('{');
+    const tag = p.key.slice(open, p.key.indexOf('}', open) + 1);
+    const group = groups.get(tag);
+    if (group) group.push(i);
+    else groups.set(tag, [i]);
+  });
+  return [...groups.values()];
 }
 
 function isNoScript(error: unknown): boolean {
