@@ -26,3 +26,47 @@ export {
 export type { RateLimitStore, StoreOutcome, StorePolicy } from './core/stores/store.js';
 export { MemoryStore, type MemoryStoreOptions } from './core/stores/memory-store.js';
 export { RedisStore, type RedisStoreOptions } from './core/stores/redis-store.js';
+export {
+  CircuitBreaker,
+  type CircuitBreakerOptions,
+  type CircuitState,
+} from './core/circuit-breaker.js';
+export type { LimitEntry } from './core/limiter.js';
+
+// HTTP contract, framework-agnostic.
+export { clientIp, normalizeIp, type IpOptions, type RequestLike } from './http/ip.js';
+export {
+  draft10Headers,
+  legacyHeaders,
+  rateLimitHeaders,
+  retryAfterSeconds,
+  type HeaderOptions,
+  type HeaderPolicy,
+} from './http/headers.js';
+export {
+  serviceUnavailableBody,
+  tooManyRequestsBody,
+  type ServiceUnavailableBody,
+  type TooManyRequestsBody,
+} from './http/responses.js';
+
+// The Nest module.
+export {
+  byTier,
+  RateLimit,
+  SkipRateLimit,
+  type CostFn,
+  type RateFn,
+  type RateLimitOptions,
+} from './nest/decorators.js';
+export { keys, type KeyFn, type KeyHelpers } from './nest/keys.js';
+export type {
+  DefaultPolicy,
+  RateLimitModuleAsyncOptions,
+  RateLimitModuleOptions,
+} from './nest/options.js';
+export { RateLimitGuard } from './nest/rate-limit.guard.js';
+export { RateLimitInterceptor } from './nest/rate-limit.interceptor.js';
+export { RateLimitModule } from './nest/rate-limit.module.js';
+export { RateLimitService } from './nest/rate-limit.service.js';
+export { RATE_LIMIT_OPTIONS, RATE_LIMIT_REDIS } from './nest/tokens.js';

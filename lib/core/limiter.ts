@@ -45,6 +45,8 @@ export interface LimitEntry {
   policy: Policy | PolicyInput;
   /** Units to spend under this policy; default: the policy's `cost`, else the call's. */
   cost?: number;
+  /** Scope when the policy names none; default: the call's `scope`. */
+  scope?: string;
 }
 
 /** Options of one {@link RateLimiter.consume} call. */
@@ -178,14 +180,15 @@ export class RateLimiter {
     const budgets = new Set<string>();
     const policies: Policy[] = [];
     const storePolicies = entries.map(
-      ({ identity, policy: input, cost: entryCost }): StorePolicy => {
+      ({ identity, policy: input, cost: entryCost, scope: entryScope }): StorePolicy => {
         if (typeof identity !== 'string') {
           throw new TypeError(`rate-limit identity must be a string, got ${quote(identity)}`);
         }
         const policy = validated.has(input)
           ? (input as Policy)
           : definePolicy(input as PolicyInput);
-        const policyScope = policy.scope ?? scope;
+        if (entryScope !== undefined) checkScope(entryScope);
+        const policyScope = policy.scope ?? entryScope ?? scope;
         // Identity, scope and name identify a budget; two on one request would count twice against it.
         const budget = JSON.stringify([identity, policyScope, policy.name]);
         if (budgets.has(budget)) {

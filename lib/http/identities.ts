@@ -1,0 +1,39 @@
+import { createHash } from 'node:crypto';
+import { clientIp, type IpOptions, type RequestLike } from './ip.js';
+
+/**
+ * Identity builders over a plain request (DESIGN §5); the Nest `keys` wrap them.
+ * Each returns undefined when the request does not carry what it keys on.
+ */
+
+/** `ip:<address>`, per {@link clientIp}. */
+export function ipIdentity(request: RequestLike, options?: IpOptions): string {
+  return `ip:${clientIp(request, options)}`;
+}
+
+/** Reads a user id: `id`, else `sub` (JWT subject), else `userId`. */
+export function defaultUserId(user: unknown): unknown {
+  if (user === null || typeof user !== 'object') return undefined;
+  const u = user as Record<string, unknown>;
+  return u.id ?? u.sub ?? u.userId;
+}
+
+/** `user:<id>` from `request.user`, or undefined for an anonymous request. */
+export function userIdentity(
+  request: RequestLike,
+  select: (user: unknown) => unknown = defaultUserId,
+): string | undefined {
+  const id = request.user === undefined ? undefined : select(request.user);
+  return typeof id === 'string' || typeof id === 'number' ? `user:${id}` : undefined;
+}
+
+/**
+ * `hdr:<name>:<hash>` from a header's value, hashed (SHA-256, base64url, 22 characters)
+ * so secrets such as API keys are never stored in clear. Undefined when absent or empty.
+ */
+export function headerIdentity(request: RequestLike, name: string): string | undefined {
+  const raw = request.headers[name.toLowerCase()];
+  const value = Array.isArray(raw) ? raw[0] : raw;
+  if (!value) return undefined;
+  return `hdr:${name.toLowerCase()}:${createHash('sha256').update(value).digest('base64url').slice(0, 22)}`;
+}

@@ -1,0 +1,162 @@
+import type { ExecutionContext } from '@nestjs/common';
+import { quote, RateLimitConfigError } from '../core/errors.js';
+import { definePolicy } from '../core/limiter.js';
+import { checkCost, type Algorithm, type Policy } from '../core/policy.js';
+import { parseRate, type RateInput } from '../core/rate.js';
+import type { KeyFn } from './keys.js';
+import { RATE_LIMIT_METADATA, SKIP_RATE_LIMIT_METADATA } from './tokens.js';
+
+/** A rate chosen per request (plans, tiers): see {@link byTier}. */
+export type RateFn = (ctx: ExecutionContext) => RateInput | Promise<RateInput>;
+
+/** Units a request spends, chosen per request: an integer >= 0. */
+export type CostFn = (ctx: ExecutionContext) => number | Promise<number>;
+
+/** Options of {@link RateLimit}. */
+export interface RateLimitOptions {
+  /** Names the policy; stacked policies need distinct names. Default `'default'`. */
+  name?: string;
+  /** Budget shared by routes naming it. Default: one per route, `<Controller>.<handler>`. */
+  scope?: string;
+  /** Default: the module's `algorithm`, else `'token-bucket'`. */
+  algorithm?: Algorithm;
+  /** Capacity of `token-bucket` / `gcra`. Default: the limit. */
+  burst?: number;
+  /** Who the request counts against. Default: the module's `key`, else `keys.userOrIp`. */
+  key?: KeyFn;
+  /** Units per request: an integer >= 0, or a function of the request. Default 1. */
+  cost?: number | CostFn;
+  /** When the store is unreachable, answer 503 instead of admitting. Default: the module's `failClosed`. */
+  failClosed?: boolean;
+  /** Decide and count, but only log would-be denials (`rate_limit.shadow_blocked`). */
+  shadow?: boolean;
+  /** Include this policy in the rate-limit headers. Default true. */
+  headers?: boolean;
+  /** Put the wait in the 429 body. `false` for login pages. Default true. */
+  exposeDetails?: boolean;
+}
+
+/** A policy as declared by `@RateLimit`: a validated static policy, or a rate function. */
+export interface DeclaredPolicy {
+  readonly name: string;
+  /** Validated when the rate is static; resolved per request otherwise. */
+  readonly policy?: Policy;
+  readonly rateFn?: RateFn;
+  readonly options: RateLimitOptions;
+  /** `Controller.handler` (or `Controller`) where it was declared, for error messages. */
+  readonly where: string;
+}
+
+/**
+ * Limits a controller (every handler) or one handler. Several stack by `name`; the
+ * handler's beat the controller's, which beat the module `default` (DESIGN §6).
+ *
+ * @param rate `'100/m'`, `{ limit, periodMs }`, or a function of the request (see {@link byTier})
+ * @throws {RateLimitConfigError} when the class is defined, for a bad rate, algorithm,
+ *   burst, name, scope or cost, naming `Controller.handler`
+ */
+export function RateLimit(
+  rate: RateInput | RateFn,
+  options: RateLimitOptions = {},
+): ClassDecorator & MethodDecorator {
+  return (target: object, propertyKey?: string | symbol, descriptor?: PropertyDescriptor) => {
+    const where = placeOf(target, propertyKey);
+    const declared = declare(rate, options, where);
+    const holder = descriptor?.value ?? target;
+    const existing: DeclaredPolicy[] = Reflect.getOwnMetadata(RATE_LIMIT_METADATA, holder) ?? [];
+    if (existing.some((d) => d.name === declared.name)) {
+      throw new RateLimitConfigError(
+        'ERR_RATE_LIMIT_DUPLICATE_POLICY',
+        `two @RateLimit named "${declared.name}": give stacked policies distinct names`,
+        where,
+      );
+    }
+    Reflect.defineMetadata(RATE_LIMIT_METADATA, [...existing, declared], holder);
+  };
+}
+
+/**
+ * Exempts a controller or handler from every policy it inherits, or only from the named
+ * ones: `@SkipRateLimit('daily')`. A handler's own `@RateLimit` still applies.
+ */
+export function SkipRateLimit(...names: string[]): ClassDecorator & MethodDecorator {
+  return (target: object, _propertyKey?: string | symbol, descriptor?: PropertyDescriptor) => {
+    Reflect.defineMetadata(
+      SKIP_RATE_LIMIT_METADATA,
+      names.length ? names : true,
+      descriptor?.value ?? target,
+    );
+  };
+}
+
+/**
+ * A rate per plan: `byTier({ free: '100/h', pro: '5000/h' }, (ctx) => planOf(ctx), { fallback: 'free' })`.
+ * Unknown or missing plans get the fallback.
+ * @throws {RateLimitConfigError} at definition, for a bad rate or a fallback that is no tier
+ */
+export function byTier(
+  tiers: Record<string, RateInput>,
+  planOf: (ctx: ExecutionContext) => string | undefined | Promise<string | undefined>,
+  options: { fallback: string },
+): RateFn {
+  const where = 'byTier';
+  const rates = new Map(
+    Object.entries(tiers).map(([plan, rate]) => [plan, parseRate(rate, `${where} tier "${plan}"`)]),
+  );
+  const fallback = rates.get(options?.fallback);
+  if (!fallback) {
+    throw new RateLimitConfigError(
+      'ERR_RATE_LIMIT_OPTION',
+      `fallback ${quote(options?.fallback)} is not one of the tiers ${quote([...rates.keys()])}`,
+      where,
+    );
+  }
+  return async (ctx) => rates.get((await planOf(ctx)) ?? '') ?? fallback;
+}
+
+/** Validates what can be validated without a request. */
+export function declare(
+  rate: RateInput | RateFn,
+  options: RateLimitOptions,
+  where: string,
+): DeclaredPolicy {
+  if (options === null || typeof options !== 'object') {
+    throw new RateLimitConfigError(
+      'ERR_RATE_LIMIT_OPTION',
+      `invalid @RateLimit options ${quote(options)}`,
+      where,
+    );
+  }
+  const { name = 'default', scope, algorithm, burst, cost } = options;
+  if (typeof cost === 'number') checkCost(cost, undefined, name, where);
+  else if (cost !== undefined && typeof cost !== 'function')
+    checkCost(cost, undefined, name, where);
+  for (const fn of ['key'] as const) {
+    if (options[fn] !== undefined && typeof options[fn] !== 'function') {
+      throw new RateLimitConfigError(
+        'ERR_RATE_LIMIT_OPTION',
+        `invalid ${fn} ${quote(options[fn])}: expected a function`,
+        where,
+      );
+    }
+  }
+  const shape = {
+    name,
+    scope,
+    algorithm,
+    burst,
+    cost: typeof cost === 'number' ? cost : undefined,
+  };
+  if (typeof rate === 'function') {
+    // The rate comes per request; check the rest on a stand-in rate now, so a bad name,
+    // scope, algorithm or burst still fails at definition.
+    definePolicy({ ...shape, cost: undefined, rate: { limit: 1, periodMs: 1 } }, where);
+    return { name, rateFn: rate, options, where };
+  }
+  return { name, policy: definePolicy({ ...shape, rate }, where), options, where };
+}
+
+function placeOf(target: object, propertyKey?: string | symbol): string {
+  if (propertyKey === undefined) return (target as { name?: string }).name ?? 'anonymous class';
+  return `${(target as { constructor: { name: string } }).constructor.name}.${String(propertyKey)}`;
+}

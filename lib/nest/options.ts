@@ -1,0 +1,63 @@
+import type { ExecutionContext } from '@nestjs/common';
+import type { Cluster, Redis, RedisOptions } from 'ioredis';
+import type { CircuitBreakerOptions } from '../core/circuit-breaker.js';
+import type { Algorithm, Decision } from '../core/policy.js';
+import type { RateInput } from '../core/rate.js';
+import type { RateLimitStore } from '../core/stores/store.js';
+import type { HeaderOptions } from '../http/headers.js';
+import type { RateFn, RateLimitOptions } from './decorators.js';
+import type { KeyFn } from './keys.js';
+
+/** The module-wide `default` policy: a rate, or a rate with `@RateLimit` options. */
+export type DefaultPolicy = RateInput | RateFn | (RateLimitOptions & { rate: RateInput | RateFn });
+
+/** Options of `RateLimitModule.forRoot` (DESIGN §6). Durations in **ms**. */
+export interface RateLimitModuleOptions {
+  /**
+   * Where state lives: a Redis URL, ioredis options (Sentinel too), or a `Redis` /
+   * `Cluster` you own (the module never closes a client it did not create). A client the
+   * module creates fails fast: no offline queue, no re-sent commands, auto-pipelining on.
+   */
+  redis?: string | RedisOptions | Redis | Cluster;
+  /** Instead of `redis`: `'memory'` (per process) or your own store. Neither: memory, with a warning. */
+  store?: 'memory' | RateLimitStore;
+  /** Policy on every route unless skipped or overridden by name. Scope `global` unless it names one. */
+  default?: DefaultPolicy;
+  /** Algorithm of policies that name none. Default `'token-bucket'`. */
+  algorithm?: Algorithm;
+  /** Identity of policies that set no `key`. Default `keys.userOrIp`. */
+  key?: KeyFn;
+  /** First part of every Redis key. Default `'rl'`. */
+  prefix?: string;
+  /** Answer 503 when the store is unreachable, for policies that do not say. Default false (fail-open). */
+  failClosed?: boolean;
+  /** Longest wait for the store per request, in **ms**. Default 100. */
+  timeoutMs?: number;
+  /** `'shadow'`: decide and count, log would-be denials, refuse nothing, send no headers. Default `'enforce'`. */
+  mode?: 'enforce' | 'shadow';
+  /** Requests to leave alone, e.g. health checks from the load balancer. */
+  skip?: (ctx: ExecutionContext) => boolean | Promise<boolean>;
+  /** Which headers to send; `false` for none. Default: legacy and draft-10. */
+  headers?: boolean | HeaderOptions;
+  /** Proxies in front of the app that append to `X-Forwarded-For`. Default: trust the platform's `request.ip`. */
+  trustedProxies?: number;
+  /** IPv6 clients are grouped by this prefix length. Default 64. */
+  ipv6Subnet?: number;
+  /** Replaces the 429 message. */
+  errorMessage?: string | ((decision: Decision) => string);
+  /** Register the guard and interceptor for every route. Default true; false for `@UseGuards(RateLimitGuard)`. */
+  global?: boolean;
+  /** See `RateLimiterOptions.circuitBreaker`. */
+  circuitBreaker?: CircuitBreakerOptions | false;
+  /** How long bootstrap waits for a Redis client the module creates to connect, in **ms**. Default 1000. */
+  connectTimeoutMs?: number;
+}
+
+/** Options of `RateLimitModule.forRootAsync`. */
+export interface RateLimitModuleAsyncOptions {
+  imports?: unknown[];
+  inject?: unknown[];
+  useFactory: (...args: never[]) => RateLimitModuleOptions | Promise<RateLimitModuleOptions>;
+  /** See {@link RateLimitModuleOptions.global}: it must be known before the factory runs. */
+  global?: boolean;
+}

@@ -1,0 +1,45 @@
+import {
+  HttpException,
+  Inject,
+  Injectable,
+  type CanActivate,
+  type ExecutionContext,
+} from '@nestjs/common';
+import { outcomeOf, setHeaders, storeOutcome } from './http-context.js';
+import { RateLimitRuntime, type RequestOutcome } from './runtime.js';
+
+/**
+ * Decides each HTTP request against its route's policies in one limiter call, stores the
+ * outcome on the request for {@link RateLimitInterceptor}, and refuses with 429 (or 503
+ * for a fail-closed route whose store is down). Registered globally by `RateLimitModule`;
+ * with `global: false`, use `@UseGuards(RateLimitGuard)`. A request guarded twice is
+ * counted once. Contexts other than HTTP pass untouched.
+ *
+ * Extension points for subclasses: {@link RateLimitGuard.shouldSkip} and
+ * {@link RateLimitGuard.refuse}.
+ */
+@Injectable()
+export class RateLimitGuard implements CanActivate {
+  constructor(@Inject(RateLimitRuntime) protected readonly runtime: RateLimitRuntime) {}
+
+  async canActivate(ctx: ExecutionContext): Promise<boolean> {
+    if (ctx.getType() !== 'http' || outcomeOf(ctx) !== undefined) return true;
+    const outcome = (await this.shouldSkip(ctx))
+      ? { allowed: true, headers: {} }
+      : await this.runtime.evaluate(ctx);
+    storeOutcome(ctx, outcome);
+    if (!outcome.allowed) this.refuse(ctx, outcome);
+    return true;
+  }
+
+  /** True to leave this request alone. Default: the module's `skip` option. */
+  protected async shouldSkip(ctx: ExecutionContext): Promise<boolean> {
+    return (await this.runtime.options.skip?.(ctx)) === true;
+  }
+
+  /** Sends the refusal: sets its headers (the interceptor does not run) and throws. */
+  protected refuse(ctx: ExecutionContext, outcome: RequestOutcome): never {
+    setHeaders(ctx, outcome.headers);
+    throw new HttpException(outcome.refusal!.body, outcome.refusal!.status);
+  }
+}

@@ -1,0 +1,184 @@
+import { Logger } from '@nestjs/common';
+import type { Cluster, Redis, RedisOptions } from 'ioredis';
+import { ALGORITHMS } from '../core/policy.js';
+import { quote, RateLimitConfigError } from '../core/errors.js';
+import { MemoryStore } from '../core/stores/memory-store.js';
+import { RedisStore } from '../core/stores/redis-store.js';
+import type { RateLimitStore } from '../core/stores/store.js';
+import type { RateLimitModuleOptions } from './options.js';
+
+const WHERE = 'RateLimitModule options';
+
+/** The store and client the module runs on, and which of them it must close. */
+export interface Resources {
+  readonly store: RateLimitStore;
+  readonly client: Redis | Cluster | undefined;
+  readonly ownsClient: boolean;
+  readonly ownsStore: boolean;
+}
+
+/**
+ * Checks the module options that no other part checks, at bootstrap.
+ * @throws {RateLimitConfigError} naming the option and its value
+ */
+export function validateOptions(options: RateLimitModuleOptions): void {
+  const fail = (name: string, expected: string) => {
+    throw new RateLimitConfigError(
+      'ERR_RATE_LIMIT_OPTION',
+      `invalid ${name} ${quote((options as Record<string, unknown>)[name])}: expected ${expected}`,
+      WHERE,
+    );
+  };
+  if (options === null || typeof options !== 'object') {
+    throw new RateLimitConfigError(
+      'ERR_RATE_LIMIT_OPTION',
+      `invalid options ${quote(options)}`,
+      WHERE,
+    );
+  }
+  const { algorithm, mode, trustedProxies, ipv6Subnet, headers, connectTimeoutMs, store, redis } =
+    options;
+  if (algorithm !== undefined && !ALGORITHMS.includes(algorithm)) {
+    throw new RateLimitConfigError(
+      'ERR_RATE_LIMIT_ALGORITHM',
+      `unknown algorithm ${quote(algorithm)}: use one of ${ALGORITHMS.join(', ')}`,
+      WHERE,
+    );
+  }
+  if (mode !== undefined && mode !== 'enforce' && mode !== 'shadow')
+    fail('mode', "'enforce' or 'shadow'");
+  if (
+    trustedProxies !== undefined &&
+    !(Number.isSafeInteger(trustedProxies) && trustedProxies >= 0)
+  ) {
+    fail('trustedProxies', 'an integer >= 0');
+  }
+  if (
+    ipv6Subnet !== undefined &&
+    !(Number.isSafeInteger(ipv6Subnet) && ipv6Subnet >= 1 && ipv6Subnet <= 128)
+  ) {
+    fail('ipv6Subnet', 'an integer from 1 to 128');
+  }
+  if (
+    connectTimeoutMs !== undefined &&
+    !(Number.isSafeInteger(connectTimeoutMs) && connectTimeoutMs >= 0)
+  ) {
+    fail('connectTimeoutMs', 'an integer number of ms >= 0');
+  }
+  if (
+    headers !== undefined &&
+    typeof headers !== 'boolean' &&
+    (typeof headers !== 'object' ||
+      headers === null ||
+      (headers.legacy !== undefined && typeof headers.legacy !== 'boolean') ||
+      (headers.standard !== undefined &&
+        headers.standard !== 'draft-10' &&
+        headers.standard !== false))
+  ) {
+    fail('headers', "a boolean or { legacy?: boolean, standard?: 'draft-10' | false }");
+  }
+  for (const name of ['failClosed', 'global'] as const) {
+    if (options[name] !== undefined && typeof options[name] !== 'boolean') fail(name, 'a boolean');
+  }
+  for (const name of ['key', 'skip'] as const) {
+    if (options[name] !== undefined && typeof options[name] !== 'function')
+      fail(name, 'a function');
+  }
+  if (
+    store !== undefined &&
+    store !== 'memory' &&
+    typeof (store as RateLimitStore)?.consume !== 'function'
+  ) {
+    fail('store', "'memory' or an object implementing RateLimitStore");
+  }
+  if (store !== undefined && redis !== undefined) fail('store', 'either store or redis, not both');
+  if (
+    redis !== undefined &&
+    typeof redis !== 'string' &&
+    (typeof redis !== 'object' || redis === null)
+  ) {
+    fail('redis', 'a URL, ioredis options, or a Redis or Cluster client');
+  }
+}
+
+/**
+ * Builds the store. A client the module creates is tuned for a limiter: no offline queue
+ * and no re-sent commands (a request is never counted twice, and a dead Redis fails
+ * fast), auto-pipelining on; bootstrap waits up to `connectTimeoutMs` for it to connect,
+ * so the first requests are counted, then goes on regardless (the guard fails open or
+ * closed until Redis is reachable).
+ */
+export async function createResources(
+  options: RateLimitModuleOptions,
+  logger = new Logger('RateLimit'),
+): Promise<Resources> {
+  validateOptions(options);
+  const { redis, store } = options;
+  if (store !== undefined && store !== 'memory')
+    return { store, client: undefined, ownsClient: false, ownsStore: false };
+  if (redis === undefined) {
+    if (store === undefined) {
+      logger.warn(
+        'no redis configured: using the in-memory store, so each process counts on its own',
+      );
+    }
+    return { store: new MemoryStore(), client: undefined, ownsClient: false, ownsStore: true };
+  }
+  if (isClient(redis))
+    return {
+      store: new RedisStore({ client: redis }),
+      client: redis,
+      ownsClient: false,
+      ownsStore: false,
+    };
+  const client = await connect(redis, options.connectTimeoutMs ?? 1000, logger);
+  return { store: new RedisStore({ client }), client, ownsClient: true, ownsStore: false };
+}
+
+function isClient(redis: unknown): redis is Redis | Cluster {
+  return typeof (redis as Redis).evalsha === 'function';
+}
+
+async function connect(
+  redis: string | RedisOptions,
+  waitMs: number,
+  logger: Logger,
+): Promise<Redis> {
+  const { Redis } = await import('ioredis');
+  const tuned: RedisOptions = {
+    enableOfflineQueue: false,
+    autoResendUnfulfilledCommands: false,
+    maxRetriesPerRequest: 0,
+    enableAutoPipelining: true,
+    lazyConnect: true,
+  };
+  const client =
+    typeof redis === 'string' ? new Redis(redis, tuned) : new Redis({ ...redis, ...tuned });
+  let down = false;
+  client.on('error', (error: Error) => {
+    // ioredis reconnects by itself; say so once per outage, not once per attempt.
+    if (!down)
+      logger.warn(
+        `rate_limit.backend_error ${JSON.stringify({ kind: 'unavailable', message: error.message })}`,
+      );
+    down = true;
+  });
+  client.on('ready', () => {
+    if (down) logger.log('Redis is reachable again');
+    down = false;
+  });
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const waited = await Promise.race([
+    client.connect().then(
+      () => true,
+      () => false,
+    ),
+    new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), waitMs))),
+  ]);
+  clearTimeout(timer);
+  if (!waited)
+    logger.warn(
+      `Redis not reachable within ${waitMs} ms: starting anyway; limits apply once it is`,
+    );
+  return client;
+}
