@@ -25,6 +25,9 @@ import { keys, type KeyFn, type KeyHelpers } from './keys.js';
 import type { RateLimitModuleOptions } from './options.js';
 import { RATE_LIMIT_METADATA, SKIP_RATE_LIMIT_METADATA } from './tokens.js';
 
+/** A controller class or a handler method: what Nest's reflection reads metadata from. */
+type Target = { readonly name: string };
+
 /** One policy as it applies to one route, with every default filled in. */
 interface Rule {
   readonly name: string;
@@ -60,7 +63,7 @@ const NO_LIMIT: RequestOutcome = { allowed: true, headers: {} };
  * every route (validated eagerly), and the per-request evaluation.
  */
 export class RateLimitRuntime {
-  private readonly routes = new Map<Function, Rule[]>();
+  private readonly routes = new Map<Target, Rule[]>();
   private readonly dynamicPolicies = new Map<string, Policy>();
   private readonly defaultPolicy: DeclaredPolicy | undefined;
   private readonly headerOptions: HeaderOptions | false;
@@ -80,7 +83,7 @@ export class RateLimitRuntime {
    * handler's, merged by name; `@SkipRateLimit` at a level drops what that level inherits.
    * @throws {RateLimitConfigError} when a policy conflicts with the module options
    */
-  rulesOf(controller: Function, handler: Function): Rule[] {
+  rulesOf(controller: Target, handler: Target): Rule[] {
     let rules = this.routes.get(handler);
     if (rules) return rules;
     const merged = new Map<string, { declared: DeclaredPolicy; isDefault: boolean }>();
