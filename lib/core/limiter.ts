@@ -5,6 +5,7 @@ import {
   checkCost,
   checkScope,
   resolvePolicy,
+  toPolicy,
   type Decision,
   type Policy,
   type PolicyDecision,
@@ -57,19 +58,19 @@ export interface ConsumeOptions {
   scope?: string;
 }
 
+const MAX_TIMER_MS = 2 ** 31 - 1;
+/** How long `reset` may take, in ms: it may have to scan the keyspace. */
+const RESET_TIMEOUT_MS = 30_000;
+
 /** Policies as `consume` takes them: validated {@link Policy} objects or inputs to validate. */
 export type Policies = Policy | PolicyInput | readonly (Policy | PolicyInput)[];
-
-const validated = new WeakSet<object>();
 
 /**
  * Validates a policy once, for use on every request (see {@link resolvePolicy}).
  * @throws {RateLimitConfigError}
  */
 export function definePolicy(input: PolicyInput, where?: string): Policy {
-  const policy = resolvePolicy(input, where);
-  validated.add(policy);
-  return policy;
+  return resolvePolicy(input, where);
 }
 
 /**
@@ -101,10 +102,15 @@ export class RateLimiter {
       );
     }
     checkPrefix(prefix, 'RateLimiter');
-    if (typeof timeoutMs !== 'number' || !(timeoutMs > 0)) {
+    // Timers turn a delay above 2^31-1 ms into 1 ms, so only Infinity may go beyond it.
+    if (
+      typeof timeoutMs !== 'number' ||
+      !(timeoutMs > 0) ||
+      (timeoutMs > MAX_TIMER_MS && timeoutMs !== Infinity)
+    ) {
       throw new RateLimitConfigError(
         'ERR_RATE_LIMIT_OPTION',
-        `invalid timeoutMs ${quote(timeoutMs)}: expected a number of ms > 0`,
+        `invalid timeoutMs ${quote(timeoutMs)}: expected a number of ms > 0 and <= 2^31-1, or Infinity`,
         'RateLimiter',
       );
     }
@@ -166,7 +172,9 @@ export class RateLimiter {
     if (scope !== undefined) checkScope(scope);
     const prefix =
       identityKeyPrefix(this.prefix, identity) + (scope === undefined ? '' : `${scope}:`);
-    return this.guard(() => this.store.deleteByPrefix(prefix));
+    // An operator's call, not a request's: it may scan, so it gets its own generous timeout
+    // and stays out of the circuit breaker.
+    return this.guard(() => this.store.deleteByPrefix(prefix), RESET_TIMEOUT_MS, false);
   }
 
   private async run(
@@ -184,9 +192,7 @@ export class RateLimiter {
         if (typeof identity !== 'string') {
           throw new TypeError(`rate-limit identity must be a string, got ${quote(identity)}`);
         }
-        const policy = validated.has(input)
-          ? (input as Policy)
-          : definePolicy(input as PolicyInput);
+        const policy = toPolicy(input);
         if (entryScope !== undefined) checkScope(entryScope);
         const policyScope = policy.scope ?? entryScope ?? scope;
         // Identity, scope and name identify a budget; two on one request would count twice against it.
@@ -237,8 +243,12 @@ export class RateLimiter {
    * Bounds a store call by `timeoutMs`, passes it through the circuit breaker, and turns
    * its failures into {@link RateLimitBackendError}.
    */
-  private guard<T>(call: () => Promise<T>): Promise<T> {
-    const breaker = this.breaker;
+  private guard<T>(
+    call: () => Promise<T>,
+    timeoutMs = this.timeoutMs,
+    useBreaker = true,
+  ): Promise<T> {
+    const breaker = useBreaker ? this.breaker : undefined;
     if (breaker && !breaker.tryAcquire()) {
       return Promise.reject(
         new RateLimitBackendError('unavailable', 'rate-limit store skipped: circuit breaker open'),
@@ -257,15 +267,15 @@ export class RateLimiter {
         finish();
       };
       const timer =
-        this.timeoutMs === Infinity
+        timeoutMs === Infinity
           ? undefined
           : setTimeout(() => {
               const error = new RateLimitBackendError(
                 'timeout',
-                `rate-limit store did not answer within ${this.timeoutMs} ms`,
+                `rate-limit store did not answer within ${timeoutMs} ms`,
               );
               settle(false, () => reject(error));
-            }, this.timeoutMs);
+            }, timeoutMs);
       // A store that throws instead of rejecting is a failed call like any other.
       new Promise<T>((run) => run(call())).then(
         (value) => settle(true, () => resolve(value)),

@@ -125,7 +125,7 @@ export function resolvePolicy(input: PolicyInput, where?: string): Policy {
   const capacity = resolveCapacity(input.burst, algorithm, limit, periodMs, name, where);
   if (input.scope !== undefined) checkScope(input.scope, where);
   if (input.cost !== undefined) checkCost(input.cost, capacity, name, where);
-  return Object.freeze({
+  const policy: Policy = Object.freeze({
     name,
     limit,
     periodMs,
@@ -134,6 +134,36 @@ export function resolvePolicy(input: PolicyInput, where?: string): Policy {
     ...(input.scope !== undefined && { scope: input.scope }),
     ...(input.cost !== undefined && { cost: input.cost }),
   });
+  validated.add(policy);
+  return policy;
+}
+
+const validated = new WeakSet<object>();
+
+/**
+ * A validated policy from either form: a {@link Policy} made by {@link resolvePolicy}
+ * passes as it is; a policy-shaped object (`limit`, `periodMs`, `capacity`, no `rate`) is
+ * checked like an input; anything else is resolved as a {@link PolicyInput}.
+ * @throws {RateLimitConfigError}
+ */
+export function toPolicy(value: Policy | PolicyInput, where?: string): Policy {
+  if (validated.has(value)) return value as Policy;
+  const p = value as Partial<Policy> & Partial<PolicyInput>;
+  if (p !== null && typeof p === 'object' && p.rate === undefined && p.capacity !== undefined) {
+    const windowed = p.algorithm === 'fixed-window' || p.algorithm === 'sliding-window';
+    return resolvePolicy(
+      {
+        name: p.name,
+        rate: { limit: p.limit!, periodMs: p.periodMs! },
+        algorithm: p.algorithm,
+        burst: windowed || p.capacity === p.limit ? undefined : p.capacity,
+        scope: p.scope,
+        cost: p.cost,
+      },
+      where,
+    );
+  }
+  return resolvePolicy(value as PolicyInput, where);
 }
 
 function parseRateOf(rate: RateInput, name: unknown, where?: string) {

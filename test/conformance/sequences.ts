@@ -15,9 +15,14 @@ export interface Scenario {
  * `minIntervalMs` keeps the emission interval (periodMs / limit) at least that long. Tests
  * against Redis need it: Redis expires keys in its own real time, so a 1 ms TTL could
  * lapse while the injected clock stands still, and the two would disagree on a state
- * that the reference still holds.
+ * that the reference still holds. For the same reason only tests of the pure references
+ * let the clock step back (`backwards`): a store that has expired a key cannot bring it back.
  */
-export function scenarios(maxSteps = 60, minIntervalMs = 0): fc.Arbitrary<Scenario> {
+export function scenarios(
+  maxSteps = 60,
+  minIntervalMs = 0,
+  backwards = false,
+): fc.Arbitrary<Scenario> {
   return fc
     .record({
       periodMs: fc.oneof(
@@ -45,9 +50,17 @@ export function scenarios(maxSteps = 60, minIntervalMs = 0): fc.Arbitrary<Scenar
         steps: fc.array(
           fc.record({
             waitMs: fc.oneof(
-              fc.constant(0),
-              fc.integer({ min: 0, max: Math.ceil((2 * periodMs) / limit) }),
-              fc.integer({ min: 0, max: 2 * periodMs }),
+              { arbitrary: fc.constant(0), weight: 3 },
+              {
+                arbitrary: fc.integer({ min: 0, max: Math.ceil((2 * periodMs) / limit) }),
+                weight: 3,
+              },
+              { arbitrary: fc.integer({ min: 0, max: 2 * periodMs }), weight: 3 },
+              // Now and then the clock steps back, as after a failover to a lagging replica.
+              {
+                arbitrary: fc.integer({ min: -Math.ceil((2 * periodMs) / limit), max: -1 }),
+                weight: 1,
+              },
             ),
             cost: fc.integer({ min: 0, max: (burst ?? limit) + 1 }),
           }),

@@ -7,6 +7,8 @@ export interface StoreFixture {
   readonly store: RateLimitStore;
   /** Redis `PTTL` semantics: ms left, -1 for a key without TTL, -2 for no key. */
   pttl(key: string): Promise<number>;
+  /** The stored value of a key, in some form that changes whenever the state does. */
+  raw(key: string): Promise<string | undefined>;
 }
 
 /** Builds fixtures of one kind of store; `close` releases its connection. */
@@ -21,7 +23,11 @@ export function memoryKind(): StoreKind {
     name: 'MemoryStore',
     make(clock) {
       const store = new MemoryStore({ clock, sweepIntervalMs: 0 });
-      return { store, pttl: (key) => Promise.resolve(store.pttl(key)) };
+      return {
+        store,
+        pttl: (key) => Promise.resolve(store.pttl(key)),
+        raw: (key) => Promise.resolve(JSON.stringify(store.state(key))),
+      };
     },
     close: () => Promise.resolve(),
   };
@@ -31,7 +37,11 @@ function redisKind(name: string, client: Redis | Cluster): StoreKind {
   return {
     name,
     make(clock) {
-      return { store: new RedisStore({ client, clock }), pttl: (key) => client.pttl(key) };
+      return {
+        store: new RedisStore({ client, clock }),
+        pttl: (key) => client.pttl(key),
+        raw: async (key) => (await client.get(key)) ?? undefined,
+      };
     },
     close: async () => {
       await client.quit();
@@ -39,5 +49,11 @@ function redisKind(name: string, client: Redis | Cluster): StoreKind {
   };
 }
 
-export const standaloneKind = (): StoreKind => redisKind('Redis standalone', newRedis());
-export const clusterKind = (): StoreKind => redisKind('Redis Cluster', newCluster());
+// Clients that never re-send a script (see RedisStore's replay warning).
+export const standaloneKind = (): StoreKind =>
+  redisKind('Redis standalone', newRedis({ autoResendUnfulfilledCommands: false }));
+export const clusterKind = (): StoreKind =>
+  redisKind(
+    'Redis Cluster',
+    newCluster({ retryDelayOnFailover: 0, redisOptions: { autoResendUnfulfilledCommands: false } }),
+  );

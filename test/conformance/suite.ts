@@ -7,6 +7,7 @@ import { randomUUID } from 'node:crypto';
 import {
   ALGORITHMS,
   definePolicy,
+  resolvePolicy,
   policyKey,
   RateLimiter,
   type Algorithm,
@@ -324,6 +325,91 @@ export function conformanceSuite(makeKind: () => StoreKind): void {
         ['burst', true, 5],
         ['daily', false, 0],
       ]);
+    });
+  });
+
+  describe('regressions', () => {
+    it.each(['token-bucket', 'gcra'] as const)(
+      '%s: a clock that steps back refills nothing twice (10/s: 5 at T, 1 at T-500 denied, 5 at T)',
+      async (algorithm) => {
+        const { clock, limiter } = setup(kind);
+        const p = { rate: '10/s', algorithm } as const;
+        const T = clock.now;
+        expect((await limiter.consume('kai', p, { cost: 5 })).allowed).toBe(true);
+        clock.now = T - 500;
+        expect((await limiter.consume('kai', p, { cost: 1 })).allowed).toBe(false);
+        clock.now = T;
+        expect((await limiter.consume('kai', p, { cost: 5 })).allowed).toBe(true);
+        expect((await limiter.consume('kai', p, { cost: 1 })).allowed).toBe(false);
+      },
+    );
+
+    it('sliding-window: a clock that steps back across a window boundary keeps the newer window', async () => {
+      const { clock, limiter } = setup(kind);
+      const p = { rate: '10/s', algorithm: 'sliding-window' } as const;
+      const T = clock.now; // a window boundary
+      expect((await limiter.consume('lou', p, { cost: 10 })).allowed).toBe(true);
+      clock.now = T - 1;
+      const back = await limiter.consume('lou', p, { cost: 10 });
+      expect(back.allowed).toBe(false);
+      clock.now = T + 1;
+      expect((await limiter.consume('lou', p, { cost: 10 })).allowed).toBe(false);
+    });
+
+    it.each(ALGORITHMS)(
+      '%s: a peek over a lowered limit is admitted and writes nothing',
+      async (algorithm) => {
+        const { clock, limiter, fixture, keyOf } = setup(kind);
+        const before = { rate: '10/h', algorithm } as const;
+        await limiter.consume('mo', before, { cost: 8 });
+        clock.now += 10;
+        const raw = await fixture.raw(keyOf('mo', before));
+        const lowered = { rate: '5/h', algorithm } as const;
+        const d = await limiter.peek('mo', lowered);
+        expect(d.allowed).toBe(true);
+        // The windows count requests (8 > 5: none left); the bucket keeps its 2 tokens; GCRA
+        // keeps its debt in time, 8 × 6 min, which leaves room for 1 at 5/h.
+        const left = { 'fixed-window': 0, 'sliding-window': 0, 'token-bucket': 2, gcra: 1 }[
+          algorithm
+        ];
+        expect(only(d).remaining).toBe(left);
+        expect(await fixture.raw(keyOf('mo', before))).toBe(raw);
+      },
+    );
+
+    it.each(ALGORITHMS)(
+      '%s: the TTL of a written key is exactly the time its state matters',
+      async (algorithm) => {
+        const { clock, limiter, fixture, keyOf } = setup(kind);
+        const p = { rate: '7/13s', algorithm } as const;
+        for (const [cost, wait] of [
+          [3, 0],
+          [2, 1700],
+          [1, 40],
+        ] as const) {
+          clock.now += wait;
+          const d = only(await limiter.consume('ned', p, { cost }));
+          expect(d.allowed).toBe(true);
+          // resetMs is when the state is back to full: the key must live exactly that long
+          // (less the real time this round trip took on a Redis that expires in real time).
+          const ttl = await fixture.pttl(keyOf('ned', p));
+          expect(ttl).toBeLessThanOrEqual(d.resetMs);
+          expect(ttl).toBeGreaterThanOrEqual(d.resetMs - 100);
+        }
+      },
+    );
+
+    it('accepts a Policy built by resolvePolicy or written as a literal, at request time', async () => {
+      const { limiter } = setup(kind);
+      const literal = {
+        name: 'lit',
+        limit: 2,
+        periodMs: 60_000,
+        algorithm: 'gcra',
+        capacity: 2,
+      } as const;
+      expect((await limiter.consume('oli', resolvePolicy({ rate: '2/m' }))).allowed).toBe(true);
+      expect(only(await limiter.consume('oli', literal)).remaining).toBe(1);
     });
   });
 

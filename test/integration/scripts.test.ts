@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { Redis } from 'ioredis';
+import { Cluster, Redis } from 'ioredis';
 import { ALGORITHMS, RateLimitBackendError, RateLimiter, RedisStore } from '../../lib/index.js';
 import { CONSUME_SCRIPT } from '../../lib/core/stores/redis-script.js';
+import { replaySettings } from '../../lib/core/stores/redis-store.js';
 import { startRedisServer, type RedisServerHandle } from '../harness/redis.js';
 
 /** The count of one command in `INFO commandstats`. */
@@ -133,4 +134,57 @@ describe('the consume script on a private Redis', () => {
       }
     },
   );
+
+  it('sends EVAL only on NOSCRIPT: a script error is not retried', async () => {
+    const limiter = new RateLimiter({
+      store: new RedisStore({ client }),
+      prefix: 'wrongtype',
+      timeoutMs: 5000,
+    });
+    await limiter.consume('warm', { rate: '10/h' });
+    // A key of the wrong type makes the script fail after EVALSHA found it.
+    await admin.hset('wrongtype:{x}:global:default:tb', 'a', '1');
+    await admin.config('RESETSTAT');
+    await expect(limiter.consume('x', { rate: '10/h' })).rejects.toMatchObject({ kind: 'error' });
+    expect([await calls(admin, 'evalsha'), await calls(admin, 'eval')]).toEqual([1, 0]);
+  });
+
+  it('reset finds the keys of a client with its own keyPrefix', async () => {
+    const prefixed = new Redis(server.url, {
+      keyPrefix: 'app:',
+      autoResendUnfulfilledCommands: false,
+    });
+    const limiter = new RateLimiter({
+      store: new RedisStore({ client: prefixed }),
+      prefix: 'kp',
+      timeoutMs: 5000,
+    });
+    await limiter.consume('u1', { rate: '2/h' }, { cost: 2 });
+    expect(await admin.exists('app:kp:{u1}:global:default:tb')).toBe(1);
+    expect(await limiter.reset('u1')).toBe(1);
+    expect((await limiter.peek('u1', { rate: '2/h' })).policies[0]!.remaining).toBe(2);
+    prefixed.disconnect();
+  });
+});
+
+describe('replaySettings: clients that could count one request twice', () => {
+  it('names what to change on a default standalone or Cluster client, and nothing on a tuned one', () => {
+    const options = { lazyConnect: true };
+    const plain = new Redis(options);
+    const tuned = new Redis({ ...options, autoResendUnfulfilledCommands: false });
+    const cluster = new Cluster([{ host: '127.0.0.1', port: 1 }], { lazyConnect: true });
+    const safeCluster = new Cluster([{ host: '127.0.0.1', port: 1 }], {
+      lazyConnect: true,
+      retryDelayOnFailover: 0,
+      redisOptions: { autoResendUnfulfilledCommands: false },
+    });
+    expect(replaySettings(plain)).toEqual(['autoResendUnfulfilledCommands: false']);
+    expect(replaySettings(tuned)).toEqual([]);
+    expect(replaySettings(cluster)).toEqual([
+      'retryDelayOnFailover: 0',
+      'redisOptions.autoResendUnfulfilledCommands: false',
+    ]);
+    expect(replaySettings(safeCluster)).toEqual([]);
+    for (const c of [plain, tuned, cluster, safeCluster]) c.disconnect();
+  });
 });

@@ -75,6 +75,8 @@ describe('RateLimiter: constructor', () => {
     [-1, '-1'],
     [NaN, 'NaN'],
     ['100', '"100"'],
+    // A timer would fire after 1 ms instead: every call would time out.
+    [3e9, '3000000000'],
   ])('rejects timeoutMs %p with ERR_RATE_LIMIT_OPTION', (timeoutMs, quoted) => {
     const error = construct({ timeoutMs: timeoutMs as number });
     expect(error.code).toBe('ERR_RATE_LIMIT_OPTION');
@@ -299,8 +301,30 @@ describe('RateLimiter: backend failures', () => {
     expect(error).toBeInstanceOf(RateLimitBackendError);
     expect((error as RateLimitBackendError).kind).toBe('timeout');
     expect((error as Error).message).toBe('rate-limit store did not answer within 20 ms');
-    const resetError = (await rejection(limiter.reset('user:42'))) as RateLimitBackendError;
-    expect(resetError.kind).toBe('timeout');
+  });
+
+  it('opens the circuit after 5 failures in a row, and reset still reaches the store', async () => {
+    let calls = 0;
+    const store: RateLimitStore = {
+      consume: () => {
+        calls++;
+        return Promise.reject(new Error('down'));
+      },
+      deleteByPrefix: () => Promise.resolve(0),
+    };
+    const limiter = new RateLimiter({
+      store,
+      circuitBreaker: { failureThreshold: 5, cooldownMs: 60_000 },
+    });
+    for (let i = 0; i < 5; i++) await rejection(limiter.consume('user:42', TEN_PER_MINUTE));
+    expect(limiter.circuitState).toBe('open');
+    const skipped = (await rejection(
+      limiter.consume('user:42', TEN_PER_MINUTE),
+    )) as RateLimitBackendError;
+    expect(skipped.message).toBe('rate-limit store skipped: circuit breaker open');
+    expect(calls).toBe(5);
+    // An operator's reset is not a request: it bypasses the breaker.
+    expect(await limiter.reset('user:42')).toBe(0);
   });
 });
 

@@ -215,3 +215,18 @@ describe('MemoryStore: close', () => {
     expect(store.pttl(policyKey('rl', 'user:a', 'global', 'default', 'tb'))).toBe(-2);
   });
 });
+
+describe('MemoryStore: when full', () => {
+  it('drops an expired key before a live one (maxKeys 2: a spent 3/d victim keeps its spending)', async () => {
+    let now = 1_000_000;
+    const store = new MemoryStore({ clock: () => now, maxKeys: 2, sweepIntervalMs: 0 });
+    const limiter = new RateLimiter({ store });
+    await limiter.consume('victim', { rate: '3/d' }, { cost: 3 });
+    await limiter.consume('brief', { rate: '1/s' });
+    now += 2000; // 'brief' has expired, 'victim' has not
+    await limiter.consume('newcomer', { rate: '1/s' });
+    expect(store.size).toBe(2);
+    expect((await limiter.peek('victim', { rate: '3/d' })).policies[0]!.remaining).toBe(0);
+    await store.close();
+  });
+});

@@ -12,9 +12,10 @@ export const evaluateFixedWindow: Evaluate = (state, now, { limit, periodMs, cos
   const end = open ? state[1]! : 0;
   const remaining = Math.max(0, limit - count);
   const resetMs = open ? end - now : 0;
+  // A peek (cost 0) is always admitted and never writes, even over a lowered limit.
+  if (cost === 0) return admitted(remaining, resetMs);
   if (cost > limit) return denied(remaining, resetMs, Infinity);
   if (count + cost > limit) return denied(remaining, resetMs, end - now);
-  if (cost === 0) return admitted(remaining, resetMs);
   const newEnd = open ? end : now + periodMs;
   return admitted(limit - count - cost, newEnd - now, [count + cost, newEnd], newEnd - now);
 };
@@ -32,9 +33,9 @@ local function fixed_window(v, now, L, P, C, cost)
   local rem, reset = L - count, 0
   if rem < 0 then rem = 0 end
   if wend > 0 then reset = wend - now end
+  if cost == 0 then return 1, rem, reset, 0 end
   if cost > L then return 0, rem, reset, -1 end
   if count + cost > L then return 0, rem, reset, reset end
-  if cost == 0 then return 1, rem, reset, 0 end
   if wend == 0 then wend = now + P end
   count = count + cost
   return 1, L - count, wend - now, 0, fmt('%d:%d', count, wend), wend - now

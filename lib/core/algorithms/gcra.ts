@@ -21,9 +21,10 @@ export const evaluateGcra: Evaluate = (state, now, { limit, periodMs: P, capacit
   const remaining = Math.floor((tau - debt) / P);
   const resetMs = Math.ceil(debt / limit);
   const need = cost * P;
+  // A peek (cost 0) is always admitted and never writes, even over a lowered limit.
+  if (cost === 0) return admitted(remaining, resetMs);
   if (need > tau) return denied(remaining, resetMs, Infinity);
   if (debt + need > tau) return denied(remaining, resetMs, Math.ceil((debt + need - tau) / limit));
-  if (cost === 0) return admitted(remaining, resetMs);
   const newDebt = debt + need;
   const ttlMs = Math.ceil(newDebt / limit);
   const tat: State = [now + Math.floor(newDebt / limit), newDebt % limit];
@@ -46,9 +47,9 @@ local function gcra(v, now, L, P, C, cost)
   end
   local rem, reset = floor((tau - debt) / P), ceil(debt / L)
   local need = cost * P
+  if cost == 0 then return 1, rem, reset, 0 end
   if need > tau then return 0, rem, reset, -1 end
   if debt + need > tau then return 0, rem, reset, ceil((debt + need - tau) / L) end
-  if cost == 0 then return 1, rem, reset, 0 end
   debt = debt + need
   reset = ceil(debt / L)
   local ticks = debt % L

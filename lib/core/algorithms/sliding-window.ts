@@ -10,10 +10,16 @@ import { admitted, decodeInts, denied, type AlgorithmImpl, type Evaluate } from 
  * Stored as `"<i>:<cur>:<prev>"`. To stay exact, the estimate is computed multiplied by P.
  */
 export const evaluateSlidingWindow: Evaluate = (state, now, { limit, periodMs: P, cost }) => {
-  const index = Math.floor(now / P);
-  const elapsed = now - index * P;
+  let index = Math.floor(now / P);
   let cur = 0;
   let prev = 0;
+  if (state !== undefined && state[0]! > index) {
+    // The clock stepped back across a window boundary: stay in the stored window. Elapsed
+    // time is then negative, which weighs the previous window a little more than fully:
+    // cautious, and every wait below still counts from `now`.
+    index = state[0]!;
+  }
+  const elapsed = now - index * P;
   if (state?.[0] === index) {
     cur = state[1]!;
     prev = state[2]!;
@@ -26,6 +32,8 @@ export const evaluateSlidingWindow: Evaluate = (state, now, { limit, periodMs: P
   const remaining = Math.max(0, Math.floor((quota - estimate) / P));
   // The estimate reaches 0 at the end of the window after the last one with a count.
   const resetMs = cur > 0 ? (index + 2) * P - now : prev > 0 ? (index + 1) * P - now : 0;
+  // A peek (cost 0) is always admitted and never writes, even over a lowered limit.
+  if (cost === 0) return admitted(remaining, resetMs);
   if (cost > limit) return denied(remaining, resetMs, Infinity);
   if (estimate + cost * P > quota) {
     // Either prev's weight decays enough within this window, or we must wait into the next
@@ -36,7 +44,6 @@ export const evaluateSlidingWindow: Evaluate = (state, now, { limit, periodMs: P
         : P - elapsed + Math.ceil(((cur + cost - limit) * P) / cur);
     return denied(remaining, resetMs, retryAfterMs);
   }
-  if (cost === 0) return admitted(remaining, resetMs);
   const ttlMs = (index + 2) * P - now;
   return admitted(
     Math.max(0, Math.floor((quota - estimate - cost * P) / P)),
@@ -56,6 +63,7 @@ local function sliding_window(v, now, L, P, C, cost)
     local b = a and find(v, ':', a + 1, true)
     if b then
       local sidx = tonumber(sub(v, 1, a - 1))
+      if sidx > idx then idx = sidx; e = now - idx * P end
       if sidx == idx then
         cur = tonumber(sub(v, a + 1, b - 1)); prev = tonumber(sub(v, b + 1))
       elseif sidx == idx - 1 then
@@ -70,6 +78,7 @@ local function sliding_window(v, now, L, P, C, cost)
   if rem < 0 then rem = 0 end
   local reset = 0
   if cur > 0 then reset = (idx + 2) * P - now elseif prev > 0 then reset = (idx + 1) * P - now end
+  if cost == 0 then return 1, rem, reset, 0 end
   if cost > L then return 0, rem, reset, -1 end
   if est + cost * P > quota then
     if cur + cost <= L then
@@ -77,7 +86,6 @@ local function sliding_window(v, now, L, P, C, cost)
     end
     return 0, rem, reset, P - e + ceil((cur + cost - L) * P / cur)
   end
-  if cost == 0 then return 1, rem, reset, 0 end
   cur = cur + cost
   rem = floor((quota - weighted - cur * P) / P)
   if rem < 0 then rem = 0 end

@@ -15,13 +15,16 @@ export const evaluateTokenBucket: Evaluate = (
   { limit, periodMs: P, capacity, cost },
 ) => {
   const full = capacity * P;
-  const tokens = state ? Math.min(full, state[0]! + Math.max(0, now - state[1]!) * limit) : full;
+  // A clock that stepped back (failover to a replica with a lagging clock) takes back what
+  // was refilled after `now`, so no interval is ever refilled twice.
+  const tokens = state ? Math.max(0, Math.min(full, state[0]! + (now - state[1]!) * limit)) : full;
   const remaining = Math.floor(tokens / P);
   const resetMs = Math.ceil((full - tokens) / limit);
   const need = cost * P;
+  // A peek (cost 0) is always admitted and never writes, even over a lowered limit.
+  if (cost === 0) return admitted(remaining, resetMs);
   if (need > full) return denied(remaining, resetMs, Infinity);
   if (tokens < need) return denied(remaining, resetMs, Math.ceil((need - tokens) / limit));
-  if (cost === 0) return admitted(remaining, resetMs);
   const left = tokens - need;
   const ttlMs = Math.ceil((full - left) / limit);
   return admitted(Math.floor(left / P), ttlMs, [left, now], ttlMs);
@@ -36,15 +39,15 @@ local function token_bucket(v, now, L, P, C, cost)
     if i then
       local ts = tonumber(sub(v, i + 1))
       tokens = tonumber(sub(v, 1, i - 1))
-      if now > ts then tokens = tokens + (now - ts) * L end
-      if tokens > full then tokens = full end
+      tokens = tokens + (now - ts) * L
+      if tokens > full then tokens = full elseif tokens < 0 then tokens = 0 end
     end
   end
   local rem, reset = floor(tokens / P), ceil((full - tokens) / L)
   local need = cost * P
+  if cost == 0 then return 1, rem, reset, 0 end
   if need > full then return 0, rem, reset, -1 end
   if tokens < need then return 0, rem, reset, ceil((need - tokens) / L) end
-  if cost == 0 then return 1, rem, reset, 0 end
   tokens = tokens - need
   reset = ceil((full - tokens) / L)
   return 1, floor(tokens / P), reset, 0, fmt('%d:%d', tokens, now), reset

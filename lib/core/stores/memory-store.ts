@@ -7,8 +7,9 @@ export interface MemoryStoreOptions {
   /** Current time in **ms** since the epoch. Default `Date.now`; inject one in tests. */
   clock?: () => number;
   /**
-   * Most keys kept at once (default 1,000,000). When full, the key written least recently
-   * is dropped, which forgets that identity's spending: size it above your active identities.
+   * Most keys kept at once (default 1,000,000). When full, expired keys are dropped first
+   * (one sweep batch); failing that, the key written least recently, which forgets that
+   * identity's spending: size it above your active identities.
    */
   maxKeys?: number;
   /** How often, in **ms**, a slice of the keys is checked for expiry (default 1000; 0 = never, call {@link MemoryStore.sweep}). */
@@ -59,6 +60,11 @@ export class MemoryStore implements RateLimitStore {
   /** Number of keys held, expired or not. */
   get size(): number {
     return this.entries.size;
+  }
+
+  /** The stored state of `key` (the algorithm's integers), or undefined; for inspection. */
+  state(key: string): State | undefined {
+    return this.read(key, this.clock());
   }
 
   /**
@@ -140,7 +146,9 @@ export class MemoryStore implements RateLimitStore {
     this.entries.delete(key);
     this.entries.set(key, { state, expiresAt });
     if (this.entries.size > this.maxKeys) {
-      this.entries.delete(this.entries.keys().next().value!);
+      // Expired keys go first; only if none is found does a live one, the least recently
+      // written, give way (and that identity gets a fresh budget).
+      if (this.sweep() === 0) this.entries.delete(this.entries.keys().next().value!);
     }
   }
 }

@@ -7,9 +7,11 @@ import type { RateLimitStore, StoreOutcome, StorePolicy } from './store.js';
 export interface RedisStoreOptions {
   /**
    * An ioredis client: `Redis` (standalone, or Sentinel through its options) or `Cluster`.
-   * The store never closes it. For a limiter, configure it to fail fast rather than queue
-   * or re-send: `enableOfflineQueue: false`, `autoResendUnfulfilledCommands: false`,
-   * `maxRetriesPerRequest: 0`.
+   * The store never closes it. Configure it never to re-send a command whose reply was
+   * lost (`autoResendUnfulfilledCommands: false`; on Cluster also `retryDelayOnFailover: 0`
+   * and the same in `redisOptions`), or one request may count twice: the store warns
+   * otherwise. To fail fast rather than queue while disconnected, also
+   * `enableOfflineQueue: false` and `maxRetriesPerRequest: 0`.
    */
   client: Redis | Cluster;
   /**
@@ -31,9 +33,18 @@ export class RedisStore implements RateLimitStore {
   private readonly client: Redis | Cluster;
   private readonly clock: (() => number) | undefined;
 
+  /** Emits a `NRL_UNSAFE_REDIS_CLIENT` warning for a client that may replay a script (see {@link replaySettings}). */
   constructor(options: RedisStoreOptions) {
     this.client = options.client;
     this.clock = options.clock;
+    const unsafe = replaySettings(options.client);
+    if (unsafe.length > 0 && !warned.has(options.client)) {
+      warned.add(options.client);
+      process.emitWarning(
+        `this Redis client may send a rate-limit script twice and count one request twice; set ${unsafe.join(', ')}`,
+        { code: 'NRL_UNSAFE_REDIS_CLIENT' },
+      );
+    }
   }
 
   async consume(policies: readonly StorePolicy[]): Promise<StoreOutcome[]> {
@@ -74,13 +85,20 @@ export class RedisStore implements RateLimitStore {
   }
 
   async deleteByPrefix(keyPrefix: string): Promise<number> {
-    const keys = this.client.isCluster
-      ? await this.keysInSlot(this.client as Cluster, keyPrefix)
-      : await this.scanKeys(this.client as Redis, keyPrefix);
+    // SCAN and GETKEYSINSLOT see the client's own keyPrefix; UNLINK adds it again.
+    const own = clientKeyPrefix(this.client);
+    const found = this.client.isCluster
+      ? await this.keysInSlot(this.client as Cluster, own + keyPrefix)
+      : await this.scanKeys(this.client as Redis, own + keyPrefix);
+    const keys = found.map((key) => key.slice(own.length));
     let deleted = 0;
-    // All keys share one hash tag, so a multi-key UNLINK never crosses slots.
-    for (let i = 0; i < keys.length; i += 500) {
-      deleted += await this.client.unlink(...keys.slice(i, i + 500));
+    if (this.client.isCluster) {
+      // One key per command: a single-key UNLINK follows ASK redirects while its slot
+      // migrates, where a multi-key one would get TRYAGAIN.
+      for (const key of keys) deleted += await this.client.unlink(key);
+    } else {
+      for (let i = 0; i < keys.length; i += 500)
+        deleted += await this.client.unlink(...keys.slice(i, i + 500));
     }
     return deleted;
   }
@@ -135,6 +153,34 @@ function groupByHashTag(policies: readonly StorePolicy[]): number[][] {
     else groups.set(tag, [i]);
   });
   return [...groups.values()];
+}
+
+const warned = new WeakSet<object>();
+
+/**
+ * The settings of an ioredis client that could send a script again after it ran (its
+ * reply lost with the connection) and so count one request twice: a standalone client
+ * must not re-send unfulfilled commands; a Cluster client must not retry after a failover
+ * delay either.
+ * @returns the settings to change, as `name: value` strings; empty when safe
+ */
+export function replaySettings(client: Redis | Cluster): string[] {
+  const unsafe: string[] = [];
+  if (client.isCluster) {
+    const options = (client as Cluster).options;
+    if (options.retryDelayOnFailover !== 0) unsafe.push('retryDelayOnFailover: 0');
+    if (options.redisOptions?.autoResendUnfulfilledCommands !== false) {
+      unsafe.push('redisOptions.autoResendUnfulfilledCommands: false');
+    }
+  } else if ((client as Redis).options.autoResendUnfulfilledCommands !== false) {
+    unsafe.push('autoResendUnfulfilledCommands: false');
+  }
+  return unsafe;
+}
+
+function clientKeyPrefix(client: Redis | Cluster): string {
+  const options = client.options as { keyPrefix?: string; redisOptions?: { keyPrefix?: string } };
+  return options.keyPrefix ?? options.redisOptions?.keyPrefix ?? '';
 }
 
 function isNoScript(error: unknown): boolean {
