@@ -1,0 +1,37 @@
+import { describe, expect, it } from '@jest/globals';
+import { readFileSync } from 'node:fs';
+import ts from 'typescript';
+
+const root = new URL('../../', import.meta.url);
+const readme = readFileSync(new URL('README.md', root), 'utf8');
+
+/** The property names of an exported interface, read from its source with the compiler. */
+function members(file: string, name: string): string[] {
+  const source = ts.createSourceFile(
+    file,
+    readFileSync(new URL(file, root), 'utf8'),
+    ts.ScriptTarget.Latest,
+  );
+  const found = source.statements.find(
+    (s): s is ts.InterfaceDeclaration => ts.isInterfaceDeclaration(s) && s.name.text === name,
+  );
+  if (!found) throw new Error(`no interface ${name} in ${file}`);
+  return found.members.map((m) => (m.name as ts.Identifier).text);
+}
+
+/** The first column of the README table between `<!-- options:NAME -->` and `<!-- /options -->`. */
+function documented(name: string): string[] {
+  const start = readme.indexOf(`<!-- options:${name} -->`);
+  const end = readme.indexOf('<!-- /options -->', start);
+  if (start < 0 || end < 0) throw new Error(`README has no options table for ${name}`);
+  return [...readme.slice(start, end).matchAll(/^\| `(\w+)` +\|/gm)].map((m) => m[1]!);
+}
+
+describe('the README option reference matches the option types', () => {
+  it.each([
+    ['lib/nest/options.ts', 'RateLimitModuleOptions'],
+    ['lib/nest/decorators.ts', 'RateLimitOptions'],
+  ])('%s: %s', (file, name) => {
+    expect(documented(name)).toEqual(members(file, name));
+  });
+});
