@@ -71,7 +71,8 @@ export function RateLimit(
         where,
       );
     }
-    Reflect.defineMetadata(RATE_LIMIT_METADATA, [...existing, declared], holder);
+    // Decorators apply bottom-up: prepending keeps the order they are written in.
+    Reflect.defineMetadata(RATE_LIMIT_METADATA, [declared, ...existing], holder);
   };
 }
 
