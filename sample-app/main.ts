@@ -1,95 +1,51 @@
 /**
- * A placeholder sample app: the engine behind a plain Node HTTP server. The Nest sample
- * app replaces it once the Nest module lands.
+ * The sample API: `npm start`, then `curl -i localhost:3000/search`.
  *
- *   npm start                                  # memory store
- *   REDIS_URL=redis://127.0.0.1:6379 npm start # shared state in Redis
- *   curl -i localhost:3000/search
+ *   REDIS_URL=redis://127.0.0.1:6379  keep the limits in Redis (default: this process only)
+ *   PLATFORM=fastify                  run on Fastify (default: Express)
+ *   PORT=3001                         listen elsewhere (default: 3000)
  */
-import { createServer } from 'node:http';
-import { Redis } from 'ioredis';
-import {
-  MemoryStore,
-  RateLimitBackendError,
-  RateLimiter,
-  RedisStore,
-  definePolicy,
-  type RateLimitStore,
-} from '../lib/index.js';
+import { Logger, type INestApplication } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { AppModule } from './app.module.js';
+import { useDemoUsers } from './demo-user.js';
 
+const logger = new Logger('SampleApp');
 const port = Number(process.env.PORT ?? 3000);
-const redisUrl = process.env.REDIS_URL;
+const platform = process.env.PLATFORM === 'fastify' ? 'fastify' : 'express';
 
-let store: RateLimitStore;
-let client: Redis | undefined;
-if (redisUrl) {
-  // A limiter's client fails fast instead of queueing or re-sending commands.
-  client = new Redis(redisUrl, {
-    lazyConnect: true,
-    enableOfflineQueue: false,
-    autoResendUnfulfilledCommands: false,
-    maxRetriesPerRequest: 0,
-  });
-  let reported = false;
-  client.on('error', (error: Error) => {
-    // ioredis keeps reconnecting on its own; one line is enough to say why.
-    if (!reported)
-      console.warn(
-        `Redis at ${redisUrl} is unreachable (${error.message}): requests are let through until it is back`,
-      );
-    reported = true;
-  });
-  client.on('ready', () => {
-    reported = false;
-    console.log(`rate limits are kept in Redis at ${redisUrl}`);
-  });
-  await client.connect().catch(() => undefined);
-  store = new RedisStore({ client });
-} else {
-  store = new MemoryStore();
-  console.log('REDIS_URL is not set: rate limits are kept in this process only (memory store)');
+/** Where the limits live, without the password a Redis URL may carry. */
+function storeLine(): string {
+  const url = process.env.REDIS_URL;
+  if (!url) return 'rate limits in memory: this process only; set REDIS_URL to share them';
+  const shown = URL.canParse(url) ? new URL(url) : undefined;
+  if (shown?.password) shown.password = '***';
+  return `rate limits in Redis at ${shown?.href ?? 'REDIS_URL'}: shared by every instance on it`;
 }
 
-const limiter = new RateLimiter({ store });
-const policies = [
-  definePolicy({ name: 'burst', rate: '5/10s' }),
-  definePolicy({ name: 'minute', rate: '20/m' }),
-];
+async function create(): Promise<INestApplication> {
+  if (platform === 'express') return NestFactory.create(AppModule);
+  // Imported only when asked for, so an Express-only install never loads Fastify.
+  const { FastifyAdapter } = await import('@nestjs/platform-fastify');
+  return NestFactory.create(AppModule, new FastifyAdapter());
+}
 
-const server = createServer((req, res) => {
-  const identity = `ip:${req.socket.remoteAddress ?? 'unknown'}`;
-  const send = (status: number, body: object, headers: Record<string, string> = {}) => {
-    res.writeHead(status, { 'content-type': 'application/json', ...headers });
-    res.end(`${JSON.stringify(body)}\n`);
-  };
-  if (req.url === '/health') return send(200, { ok: true });
-  if (req.url?.split('?')[0] !== '/search')
-    return send(404, { statusCode: 404, error: 'Not Found' });
-  limiter.consume(identity, policies, { scope: 'search' }).then(
-    (decision) => {
-      if (decision.allowed) return send(200, { ok: true, decision });
-      const wait = Math.max(...decision.policies.map((p) => p.retryAfterMs));
-      const headers: Record<string, string> =
-        wait === Infinity ? {} : { 'retry-after': String(Math.max(1, Math.ceil(wait / 1000))) };
-      send(429, { statusCode: 429, error: 'Too Many Requests', decision }, headers);
-    },
-    (error: unknown) => {
-      // Fail open: a store outage must not take the API down with it.
-      if (!(error instanceof RateLimitBackendError)) throw error;
-      console.warn(`rate_limit.backend_error kind=${error.kind}: ${error.message}`);
-      send(200, { ok: true, limited: false });
-    },
-  );
+const app = await create();
+useDemoUsers(app);
+// Browsers only let scripts read these headers when CORS exposes them.
+app.enableCors({
+  exposedHeaders: [
+    'RateLimit',
+    'RateLimit-Policy',
+    'Retry-After',
+    'X-RateLimit-Limit',
+    'X-RateLimit-Remaining',
+    'X-RateLimit-Reset',
+  ],
 });
-
-server.listen(port, () =>
-  console.log(`sample app on http://localhost:${port} (try: curl -i localhost:${port}/search)`),
-);
-
-const stop = () => {
-  server.close();
-  client?.disconnect();
-  void store.close?.();
-};
-process.on('SIGINT', stop);
-process.on('SIGTERM', stop);
+// SIGTERM / SIGINT close the app, and with it the Redis client the module opened.
+app.enableShutdownHooks();
+logger.log(storeLine());
+await app.listen(port);
+logger.log(`listening on http://localhost:${port} (${platform})`);
+logger.log(`try: curl -i localhost:${port}/search`);

@@ -23,7 +23,8 @@ export function userIdentity(
   request: RequestLike,
   select: (user: unknown) => unknown = defaultUserId,
 ): string | undefined {
-  const id = request.user === undefined ? undefined : select(request.user);
+  const user = request.user ?? request.raw?.user;
+  const id = user === undefined ? undefined : select(user);
   return typeof id === 'string' || typeof id === 'number' ? `user:${id}` : undefined;
 }
 

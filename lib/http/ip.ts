@@ -8,6 +8,8 @@ export interface RequestLike {
   headers: Record<string, string | string[] | undefined>;
   /** Set by authentication (e.g. Passport). */
   user?: unknown;
+  /** Fastify's underlying Node request, where Nest middleware sets `user` on Fastify. */
+  raw?: { user?: unknown };
 }
 
 /** How to find the client address. */

@@ -51,7 +51,11 @@ class Shutdown implements OnApplicationShutdown {
 
   async onApplicationShutdown(): Promise<void> {
     const { client, ownsClient, store, ownsStore } = this.resources;
-    if (ownsClient && client) await client.quit().catch(() => client.disconnect());
+    // QUIT needs a live connection; without one, disconnect at once rather than wait on it.
+    if (ownsClient && client) {
+      if (client.status === 'ready') await client.quit().catch(() => client.disconnect());
+      else client.disconnect();
+    }
     if (ownsStore) await store.close?.();
   }
 }

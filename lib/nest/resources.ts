@@ -1,11 +1,13 @@
 import { Logger } from '@nestjs/common';
 import type { Cluster, Redis, RedisOptions } from 'ioredis';
+import { RateLimiter } from '../core/limiter.js';
 import { ALGORITHMS } from '../core/policy.js';
 import { quote, RateLimitConfigError } from '../core/errors.js';
 import { MemoryStore } from '../core/stores/memory-store.js';
 import { RedisStore } from '../core/stores/redis-store.js';
 import type { RateLimitStore } from '../core/stores/store.js';
 import type { RateLimitModuleOptions } from './options.js';
+import { declareDefault } from './runtime.js';
 
 const WHERE = 'RateLimitModule options';
 
@@ -99,6 +101,15 @@ export function validateOptions(options: RateLimitModuleOptions): void {
   ) {
     fail('redis', 'a URL, ioredis options, or a Redis or Cluster client');
   }
+  // The limiter's own options and the default policy, before any connection is opened:
+  // a start that fails must leave nothing behind.
+  new RateLimiter({
+    store: new MemoryStore({ sweepIntervalMs: 0 }),
+    prefix: options.prefix,
+    timeoutMs: options.timeoutMs,
+    circuitBreaker: options.circuitBreaker,
+  });
+  declareDefault(options);
 }
 
 /**
@@ -156,11 +167,10 @@ async function connect(
     typeof redis === 'string' ? new Redis(redis, tuned) : new Redis({ ...redis, ...tuned });
   let down = false;
   client.on('error', (error: Error) => {
-    // ioredis reconnects by itself; say so once per outage, not once per attempt.
+    // ioredis reconnects by itself; say so once per outage, not once per attempt. Requests
+    // report their own failures as rate_limit.backend_error.
     if (!down)
-      logger.warn(
-        `rate_limit.backend_error ${JSON.stringify({ kind: 'unavailable', message: error.message })}`,
-      );
+      logger.warn(`rate_limit.redis_unreachable ${JSON.stringify({ message: error.message })}`);
     down = true;
   });
   client.on('ready', () => {

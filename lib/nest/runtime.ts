@@ -290,7 +290,11 @@ export class RateLimitRuntime {
   }
 }
 
-function declareDefault(options: RateLimitModuleOptions): DeclaredPolicy | undefined {
+/**
+ * Validates the module `default` policy.
+ * @throws {RateLimitConfigError}
+ */
+export function declareDefault(options: RateLimitModuleOptions): DeclaredPolicy | undefined {
   const given = options.default;
   if (given === undefined) return undefined;
   const where = 'RateLimitModule default';
