@@ -25,14 +25,17 @@ async function freePort(): Promise<number> {
 }
 
 /**
- * Starts the compiled sample app on a free port (it inherits `REDIS_URL` and `PLATFORM`)
- * and resolves once `/health` answers.
+ * Starts the compiled sample app on a free port (it inherits `REDIS_URL` and `PLATFORM`,
+ * unless `env` says otherwise) and resolves once `/health` answers. `main` is the compiled
+ * entry point, for callers that do not sit next to it.
  * @throws when the app exits or is not ready within 20 s, with its log
  */
-export async function startApp(): Promise<RunningApp> {
+export async function startApp(
+  options: { main?: string; env?: Record<string, string> } = {},
+): Promise<RunningApp> {
   const port = await freePort();
-  const child = spawn(process.execPath, [MAIN], {
-    env: { ...process.env, PORT: String(port), NO_COLOR: '1' },
+  const child = spawn(process.execPath, [options.main ?? MAIN], {
+    env: { ...process.env, ...options.env, PORT: String(port), NO_COLOR: '1' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const log: string[] = [];
