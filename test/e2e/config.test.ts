@@ -16,16 +16,9 @@ import {
 } from '../../lib/index.js';
 import { disconnect, newRedis, redisUrl } from '../harness/redis.js';
 import { bootstrap, PLATFORMS, rootModule, uniquePrefix } from './support/app.js';
+import { thrown } from '../support/thrown.js';
 
 /** What `fn` threw. */
-function thrown(fn: () => unknown): unknown {
-  try {
-    fn();
-  } catch (error) {
-    return error;
-  }
-  throw new Error('expected a throw');
-}
 
 describe('bad @RateLimit arguments fail when the class is defined, naming the route', () => {
   it.each([

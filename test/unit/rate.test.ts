@@ -1,15 +1,8 @@
 import { describe, expect, it } from '@jest/globals';
 import { parseRate, RateLimitConfigError, type RateInput } from '../../lib/index.js';
+import { thrown } from '../support/thrown.js';
 
 /** Runs `fn`, expects it to throw, and returns what it threw. */
-function thrown(fn: () => unknown): unknown {
-  try {
-    fn();
-  } catch (error) {
-    return error;
-  }
-  throw new Error('expected a throw');
-}
 
 describe('parseRate: accepted forms', () => {
   it.each([
