@@ -38,8 +38,11 @@ export class CircuitBreaker {
   /** Whether a call may go to the store now. In `open` past the cool-down, lets one probe through. */
   tryAcquire(): boolean {
     if (this.current === 'closed') return true;
-    if (this.current === 'open' && this.clock() - this.openedAt >= this.cooldownMs) {
+    // A probe that never settles (a store call without timeout) must not hold the circuit
+    // half-open for ever: after another cool-down, probe again.
+    if (this.clock() - this.openedAt >= this.cooldownMs) {
       this.current = 'half-open';
+      this.openedAt = this.clock();
       return true;
     }
     return false;

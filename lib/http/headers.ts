@@ -69,8 +69,12 @@ export function legacyHeaders(policies: readonly HeaderPolicy[]): Record<string,
 export function draft10Headers(policies: readonly HeaderPolicy[]): Record<string, string> {
   if (policies.length === 0) return {};
   return {
+    // `w` is whole seconds: a period that is not (`10/500ms`) goes without it rather than misstate it.
     'RateLimit-Policy': policies
-      .map((p) => `"${p.name}";q=${p.limit};w=${Math.max(1, toSeconds(p.periodMs))}`)
+      .map(
+        (p) =>
+          `"${p.name}";q=${p.limit}${p.periodMs % 1000 === 0 ? `;w=${p.periodMs / 1000}` : ''}`,
+      )
       .join(', '),
     RateLimit: policies
       .map((p) => {

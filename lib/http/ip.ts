@@ -35,14 +35,18 @@ export function clientIp(request: RequestLike, options: IpOptions = {}): string 
   return (address && normalizeIp(address, options.ipv6Subnet ?? 64)) ?? 'unknown';
 }
 
-/** The n-th address from the right of `X-Forwarded-For`, or undefined if there are fewer. */
+/**
+ * The n-th address from the right of `X-Forwarded-For`; the left-most when there are
+ * fewer (the request came through fewer proxies, and the left-most is the client as far
+ * as they know); undefined when there is none.
+ */
 function forwardedFor(request: RequestLike, n: number): string | undefined {
   const header = request.headers['x-forwarded-for'];
   const list = (Array.isArray(header) ? header.join(',') : (header ?? ''))
     .split(',')
     .map((s) => s.trim())
     .filter(Boolean);
-  return list[list.length - n];
+  return list[Math.max(0, list.length - n)];
 }
 
 /**
@@ -51,7 +55,11 @@ function forwardedFor(request: RequestLike, n: number): string | undefined {
  * URL parser writes IPv6 in its canonical form.
  */
 export function normalizeIp(address: string, ipv6Subnet = 64): string | undefined {
-  const trimmed = address.trim().replace(/^\[(.*)\]$/, '$1');
+  // Some proxies append a port: `203.0.113.7:5678`, `[2001:db8::1]:443`.
+  const trimmed = address
+    .trim()
+    .replace(/^(\d{1,3}(?:\.\d{1,3}){3}):\d+$/, '$1')
+    .replace(/^\[(.*)\](?::\d+)?$/, '$1');
   const family = isIP(trimmed.replace(/%.*$/, ''));
   if (family === 4) return trimmed;
   if (family !== 6) return undefined;

@@ -82,11 +82,14 @@ export function RateLimit(
  */
 export function SkipRateLimit(...names: string[]): ClassDecorator & MethodDecorator {
   return (target: object, _propertyKey?: string | symbol, descriptor?: PropertyDescriptor) => {
-    Reflect.defineMetadata(
+    const holder = descriptor?.value ?? target;
+    const existing: true | string[] | undefined = Reflect.getOwnMetadata(
       SKIP_RATE_LIMIT_METADATA,
-      names.length ? names : true,
-      descriptor?.value ?? target,
+      holder,
     );
+    // Several @SkipRateLimit('x') @SkipRateLimit('y') add up; a bare one skips everything.
+    const skip = names.length === 0 || existing === true ? true : [...(existing ?? []), ...names];
+    Reflect.defineMetadata(SKIP_RATE_LIMIT_METADATA, skip, holder);
   };
 }
 
@@ -132,6 +135,15 @@ export function declare(
   if (typeof cost === 'number') checkCost(cost, undefined, name, where);
   else if (cost !== undefined && typeof cost !== 'function')
     checkCost(cost, undefined, name, where);
+  for (const flag of ['failClosed', 'shadow', 'headers', 'exposeDetails'] as const) {
+    if (options[flag] !== undefined && typeof options[flag] !== 'boolean') {
+      throw new RateLimitConfigError(
+        'ERR_RATE_LIMIT_OPTION',
+        `invalid ${flag} ${quote(options[flag])}: expected true or false`,
+        where,
+      );
+    }
+  }
   for (const fn of ['key'] as const) {
     if (options[fn] !== undefined && typeof options[fn] !== 'function') {
       throw new RateLimitConfigError(

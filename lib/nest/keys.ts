@@ -41,10 +41,14 @@ export const keys = {
 
   /**
    * Several identities in one, e.g. `keys.compose(keys.header('x-api-key'), keys.ip)`: one
-   * budget per API key and address. A part that is absent counts as `-`.
+   * budget per API key and address. A part that is absent counts as `-`; when every part
+   * is absent the whole is too (so the client IP applies, not one bucket for all).
    */
   compose:
     (...parts: KeyFn[]): KeyFn =>
-    async (ctx, helpers) =>
-      (await Promise.all(parts.map(async (part) => (await part(ctx, helpers)) || '-'))).join('+'),
+    async (ctx, helpers) => {
+      const values = await Promise.all(parts.map((part) => part(ctx, helpers)));
+      if (values.every((v) => v === undefined || v === '')) return undefined;
+      return values.map((v) => v || '-').join('+');
+    },
 };

@@ -29,12 +29,25 @@ export class RateLimitGuard implements CanActivate {
       : await this.runtime.evaluate(ctx);
     storeOutcome(ctx, outcome);
     if (!outcome.allowed) this.refuse(ctx, outcome);
+    // Written here too, not only by the interceptor: a later guard (authentication) may
+    // refuse the request, and its 401 still counted.
+    setHeaders(ctx, outcome.headers);
     return true;
   }
 
-  /** True to leave this request alone. Default: the module's `skip` option. */
+  /**
+   * True to leave this request alone. Default: the module's `skip` option; a `skip` that
+   * throws skips nothing (and is logged), so a bug there never opens the API.
+   */
   protected async shouldSkip(ctx: ExecutionContext): Promise<boolean> {
-    return (await this.runtime.options.skip?.(ctx)) === true;
+    const { skip } = this.runtime.options;
+    if (!skip) return false;
+    try {
+      return (await skip(ctx)) === true;
+    } catch (error) {
+      this.runtime.reportConfigError('skip', error);
+      return false;
+    }
   }
 
   /** Sends the refusal: sets its headers (the interceptor does not run) and throws. */

@@ -9,7 +9,8 @@ import { outcomeOf, setHeaders } from './http-context.js';
 
 /**
  * Writes the informational rate-limit headers (DESIGN §7) before the handler runs, so
- * they reach every response the handler produces. Refusals get theirs from the guard.
+ * they reach every response the handler produces. The guard writes them as well (a later
+ * guard may refuse the request); writing them twice sets the same values.
  */
 @Injectable()
 export class RateLimitInterceptor implements NestInterceptor {

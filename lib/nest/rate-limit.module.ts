@@ -25,22 +25,31 @@ import { RATE_LIMIT_OPTIONS, RATE_LIMIT_REDIS } from './tokens.js';
 
 const RESOURCES = Symbol('RATE_LIMIT_RESOURCES');
 
-/** Resolves every route's policies at bootstrap, so a misconfiguration fails the start, not a request. */
+/**
+ * Resolves every route's policies at bootstrap, so a misconfiguration fails the start, not
+ * a request; a start that fails closes what the module opened.
+ */
 class RouteCheck implements OnModuleInit {
   constructor(
     @Inject(DiscoveryService) private readonly discovery: DiscoveryService,
     @Inject(MetadataScanner) private readonly scanner: MetadataScanner,
     @Inject(RateLimitRuntime) private readonly runtime: RateLimitRuntime,
+    @Inject(RESOURCES) private readonly resources: Resources,
   ) {}
 
-  onModuleInit(): void {
-    for (const { metatype } of this.discovery.getControllers()) {
-      if (typeof metatype !== 'function') continue;
-      const prototype = metatype.prototype as Record<string, unknown>;
-      for (const name of this.scanner.getAllMethodNames(prototype)) {
-        const handler = prototype[name];
-        if (typeof handler === 'function') this.runtime.rulesOf(metatype, handler);
+  async onModuleInit(): Promise<void> {
+    try {
+      for (const { metatype } of this.discovery.getControllers()) {
+        if (typeof metatype !== 'function') continue;
+        const prototype = metatype.prototype as Record<string, unknown>;
+        for (const name of this.scanner.getAllMethodNames(prototype)) {
+          const handler = prototype[name];
+          if (typeof handler === 'function') this.runtime.routeOf(metatype, handler);
+        }
       }
+    } catch (error) {
+      await release(this.resources);
+      throw error;
     }
   }
 }
@@ -49,15 +58,18 @@ class RouteCheck implements OnModuleInit {
 class Shutdown implements OnApplicationShutdown {
   constructor(@Inject(RESOURCES) private readonly resources: Resources) {}
 
-  async onApplicationShutdown(): Promise<void> {
-    const { client, ownsClient, store, ownsStore } = this.resources;
-    // QUIT needs a live connection; without one, disconnect at once rather than wait on it.
-    if (ownsClient && client) {
-      if (client.status === 'ready') await client.quit().catch(() => client.disconnect());
-      else client.disconnect();
-    }
-    if (ownsStore) await store.close?.();
+  onApplicationShutdown(): Promise<void> {
+    return release(this.resources);
   }
+}
+
+async function release({ client, ownsClient, store, ownsStore }: Resources): Promise<void> {
+  // QUIT needs a live connection; without one, disconnect at once rather than wait on it.
+  if (ownsClient && client) {
+    if (client.status === 'ready') await client.quit().catch(() => client.disconnect());
+    else client.disconnect();
+  }
+  if (ownsStore) await store.close?.();
 }
 
 /**

@@ -63,9 +63,13 @@ export function validateOptions(options: RateLimitModuleOptions): void {
   }
   if (
     connectTimeoutMs !== undefined &&
-    !(Number.isSafeInteger(connectTimeoutMs) && connectTimeoutMs >= 0)
+    !(
+      Number.isSafeInteger(connectTimeoutMs) &&
+      connectTimeoutMs >= 0 &&
+      connectTimeoutMs <= 2 ** 31 - 1
+    )
   ) {
-    fail('connectTimeoutMs', 'an integer number of ms >= 0');
+    fail('connectTimeoutMs', 'an integer number of ms from 0 to 2^31-1');
   }
   if (
     headers !== undefined &&
@@ -81,6 +85,13 @@ export function validateOptions(options: RateLimitModuleOptions): void {
   }
   for (const name of ['failClosed', 'global'] as const) {
     if (options[name] !== undefined && typeof options[name] !== 'boolean') fail(name, 'a boolean');
+  }
+  if (
+    options.errorMessage !== undefined &&
+    typeof options.errorMessage !== 'string' &&
+    typeof options.errorMessage !== 'function'
+  ) {
+    fail('errorMessage', 'a string or a function of the decision');
   }
   for (const name of ['key', 'skip'] as const) {
     if (options[name] !== undefined && typeof options[name] !== 'function')

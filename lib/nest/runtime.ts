@@ -58,12 +58,25 @@ export interface RequestOutcome {
 
 const NO_LIMIT: RequestOutcome = { allowed: true, headers: {} };
 
+/** The rules of one route, split once by mode. */
+export interface Route {
+  /** `Controller.handler`, for logs. */
+  readonly name: string;
+  readonly enforced: readonly Rule[];
+  readonly shadowed: readonly Rule[];
+}
+
+type Entry = { rule: Rule; entry: LimitEntry };
+
+const SCOPE_UNSAFE = /[^A-Za-z0-9_.\-/]/g;
+
 /**
  * Everything the guard needs, built once at bootstrap from the module options: the rules of
  * every route (validated eagerly), and the per-request evaluation.
  */
 export class RateLimitRuntime {
-  private readonly routes = new Map<Target, Rule[]>();
+  /** Per controller, then per handler: an inherited handler serves several controllers. */
+  private readonly routes = new WeakMap<Target, Map<Target, Route>>();
   private readonly dynamicPolicies = new Map<string, Policy>();
   private readonly defaultPolicy: DeclaredPolicy | undefined;
   private readonly headerOptions: HeaderOptions | false;
@@ -79,97 +92,139 @@ export class RateLimitRuntime {
   }
 
   /**
-   * The rules of one handler: the module default, then the controller's, then the
-   * handler's, merged by name; `@SkipRateLimit` at a level drops what that level inherits.
+   * The rules of one handler: the module default, then each controller class from the base
+   * down, then the handler, merged by name; `@SkipRateLimit` at a level drops what that
+   * level inherits.
    * @throws {RateLimitConfigError} when a policy conflicts with the module options
    */
-  rulesOf(controller: Target, handler: Target): Rule[] {
-    let rules = this.routes.get(handler);
-    if (rules) return rules;
+  routeOf(controller: Target, handler: Target): Route {
+    let byHandler = this.routes.get(controller);
+    const cached = byHandler?.get(handler);
+    if (cached) return cached;
     const merged = new Map<string, { declared: DeclaredPolicy; isDefault: boolean }>();
-    if (this.defaultPolicy)
+    if (this.defaultPolicy) {
       merged.set(this.defaultPolicy.name, { declared: this.defaultPolicy, isDefault: true });
-    for (const holder of [controller, handler]) {
-      const skip: true | string[] | undefined =
-        holder === controller
-          ? Reflect.getMetadata(SKIP_RATE_LIMIT_METADATA, holder)
-          : Reflect.getOwnMetadata(SKIP_RATE_LIMIT_METADATA, holder);
+    }
+    for (const holder of [...classChain(controller), handler]) {
+      const skip: true | string[] | undefined = Reflect.getOwnMetadata(
+        SKIP_RATE_LIMIT_METADATA,
+        holder,
+      );
       if (skip === true) merged.clear();
       else skip?.forEach((name) => merged.delete(name));
-      const declared: DeclaredPolicy[] =
-        (holder === controller
-          ? Reflect.getMetadata(RATE_LIMIT_METADATA, holder)
-          : Reflect.getOwnMetadata(RATE_LIMIT_METADATA, holder)) ?? [];
+      const declared: DeclaredPolicy[] = Reflect.getOwnMetadata(RATE_LIMIT_METADATA, holder) ?? [];
       for (const d of declared) merged.set(d.name, { declared: d, isDefault: false });
     }
-    const routeScope = `${controller.name}.${handler.name}`;
-    rules = [...merged.values()].map(({ declared, isDefault }) =>
+    const name = `${controller.name}.${handler.name}`;
+    // Class and method names may hold characters a key must not ($, unicode): replace them.
+    const routeScope = name.replace(SCOPE_UNSAFE, '_').slice(0, 128);
+    const rules = [...merged.values()].map(({ declared, isDefault }) =>
       this.toRule(declared, isDefault ? 'global' : routeScope),
     );
-    this.routes.set(handler, rules);
-    return rules;
+    const route = {
+      name,
+      enforced: rules.filter((r) => !r.shadow),
+      shadowed: rules.filter((r) => r.shadow),
+    };
+    if (!byHandler) this.routes.set(controller, (byHandler = new Map()));
+    byHandler.set(handler, route);
+    return route;
   }
 
-  /** Decides one HTTP request. Never throws: failures follow each policy's failure mode. */
+  /**
+   * Decides one HTTP request. Never throws: a failing key, rate or cost function affects
+   * only its own policy (logged as `rate_limit.config_error`), and a store failure follows
+   * each policy's failure mode.
+   */
   async evaluate(ctx: ExecutionContext): Promise<RequestOutcome> {
-    const rules = this.rulesOf(ctx.getClass(), ctx.getHandler());
-    if (rules.length === 0) return NO_LIMIT;
-    const route = `${ctx.getClass().name}.${ctx.getHandler().name}`;
-    const enforced = rules.filter((r) => !r.shadow);
-    let entries: { rule: Rule; entry: LimitEntry }[];
-    try {
-      entries = await this.entriesOf(ctx, rules);
-    } catch (error) {
-      this.events.throttled('rate_limit.config_error', route, { route, message: messageOf(error) });
-      return this.failure(enforced);
+    const route = this.routeOf(ctx.getClass(), ctx.getHandler());
+    if (route.enforced.length === 0 && route.shadowed.length === 0) return NO_LIMIT;
+    const identities = this.identities(ctx, route);
+    const enforcing = await this.entriesOf(ctx, route, route.enforced, identities);
+    let outcome: RequestOutcome = NO_LIMIT;
+    if (enforcing.length > 0) {
+      try {
+        outcome = this.outcome(
+          await this.limiter.consumeEach(enforcing.map((e) => e.entry)),
+          enforcing,
+        );
+      } catch (error) {
+        const kind = error instanceof RateLimitBackendError ? error.kind : 'error';
+        this.events.throttled('rate_limit.backend_error', kind, {
+          route: route.name,
+          message: messageOf(error),
+        });
+        return this.failure(route.enforced);
+      }
     }
-    const shadowed = entries.filter((e) => e.rule.shadow);
-    const enforcing = entries.filter((e) => !e.rule.shadow);
-    const [decision] = await Promise.all([
-      enforcing.length
-        ? this.limiter.consumeEach(enforcing.map((e) => e.entry)).catch((error: unknown) => error)
-        : undefined,
-      shadowed.length ? this.shadow(shadowed, route) : undefined,
-    ]);
-    if (decision === undefined) return NO_LIMIT;
-    if (!isDecision(decision)) {
-      const kind = decision instanceof RateLimitBackendError ? decision.kind : 'error';
-      this.events.throttled('rate_limit.backend_error', kind, {
-        route,
-        message: messageOf(decision),
-      });
-      return this.failure(enforced);
+    // Shadow policies count only what the enforced ones let through, in a call of their
+    // own, so a would-be denial never blocks the request.
+    if (outcome.allowed && route.shadowed.length > 0) {
+      await this.shadow(await this.entriesOf(ctx, route, route.shadowed, identities), route.name);
     }
-    return this.outcome(decision, enforcing);
+    return outcome;
   }
 
-  private async entriesOf(ctx: ExecutionContext, rules: Rule[]) {
+  /** Each key function runs once per request; a broken one falls back to the client IP. */
+  private identities(ctx: ExecutionContext, route: Route) {
     const request = ctx.switchToHttp().getRequest<RequestLike>();
     let ip: string | undefined;
-    const helpers: KeyHelpers = {
-      ip: () => (ip ??= ipIdentity(request, this.options)),
-    };
-    const identities = new Map<KeyFn, Promise<string>>();
-    const identityOf = (key: KeyFn) => {
-      let identity = identities.get(key);
+    const helpers: KeyHelpers = { ip: () => (ip ??= ipIdentity(request, this.options)) };
+    const cache = new Map<KeyFn, Promise<string>>();
+    return (key: KeyFn): Promise<string> => {
+      let identity = cache.get(key);
       if (!identity) {
-        identity = Promise.resolve(key(ctx, helpers)).then((id) =>
-          id === undefined || id === '' ? helpers.ip() : String(id),
-        );
-        identities.set(key, identity);
+        identity = (async () => {
+          const id: unknown = await key(ctx, helpers);
+          if (id === undefined || id === '') return helpers.ip();
+          if (typeof id === 'string') return id;
+          if (typeof id === 'number' && Number.isFinite(id)) return String(id);
+          throw new RateLimitConfigError(
+            'ERR_RATE_LIMIT_OPTION',
+            `a key function returned ${quote(id)}`,
+            route.name,
+          );
+        })().catch((error: unknown) => {
+          this.configError(route.name, error);
+          return helpers.ip();
+        });
+        cache.set(key, identity);
       }
       return identity;
     };
-    return Promise.all(
-      rules.map(async (rule) => {
+  }
+
+  private async entriesOf(
+    ctx: ExecutionContext,
+    route: Route,
+    rules: readonly Rule[],
+    identityOf: (key: KeyFn) => Promise<string>,
+  ): Promise<Entry[]> {
+    const entries = await Promise.all(
+      rules.map(async (rule): Promise<Entry | undefined> => {
         const [identity, policy, cost] = await Promise.all([
           identityOf(rule.key),
-          this.policyOf(rule, ctx),
-          this.costOf(rule, ctx),
+          // Without a rate there is nothing to decide: only this policy is left out.
+          this.policyOf(rule, ctx).catch((error: unknown) => this.configError(route.name, error)),
+          // A bad cost counts as 1, so a cost computed from the request can never switch a limit off.
+          this.costOf(rule, ctx).catch(
+            (error: unknown) => (this.configError(route.name, error), 1),
+          ),
         ]);
-        return { rule, entry: { identity, policy, cost, scope: rule.scope } };
+        return policy && { rule, entry: { identity, policy, cost, scope: rule.scope } };
       }),
     );
+    return entries.filter((e) => e !== undefined);
+  }
+
+  /** Logs `rate_limit.config_error` for a user function that failed at request time. */
+  reportConfigError(where: string, error: unknown): void {
+    this.configError(where, error);
+  }
+
+  private configError(route: string, error: unknown): undefined {
+    this.events.throttled('rate_limit.config_error', route, { route, message: messageOf(error) });
+    return undefined;
   }
 
   private async policyOf(rule: Rule, ctx: ExecutionContext): Promise<Policy> {
@@ -203,11 +258,8 @@ export class RateLimitRuntime {
     return cost;
   }
 
-  /** Shadow policies are decided and counted on their own, so they never block the enforced ones. */
-  private async shadow(
-    shadowed: { rule: Rule; entry: LimitEntry }[],
-    route: string,
-  ): Promise<void> {
+  private async shadow(shadowed: Entry[], route: string): Promise<void> {
+    if (shadowed.length === 0) return;
     try {
       const decision = await this.limiter.consumeEach(shadowed.map((e) => e.entry));
       decision.policies.forEach((p, i) => {
@@ -231,10 +283,7 @@ export class RateLimitRuntime {
     }
   }
 
-  private outcome(
-    decision: Decision,
-    enforcing: { rule: Rule; entry: LimitEntry }[],
-  ): RequestOutcome {
+  private outcome(decision: Decision, enforcing: Entry[]): RequestOutcome {
     const shown: HeaderPolicy[] = [];
     decision.policies.forEach((p, i) => {
       const { rule, entry } = enforcing[i]!;
@@ -245,19 +294,34 @@ export class RateLimitRuntime {
     const retryAfter = retryAfterSeconds(decision.policies);
     const denying = enforcing.filter((_, i) => !decision.policies[i]!.allowed);
     const exposeDetails = denying.every((e) => e.rule.exposeDetails);
-    const { errorMessage } = this.options;
-    const message = typeof errorMessage === 'function' ? errorMessage(decision) : errorMessage;
     return {
       allowed: false,
       headers:
         retryAfter === undefined ? headers : { ...headers, 'Retry-After': String(retryAfter) },
-      refusal: { status: 429, body: tooManyRequestsBody(retryAfter, { message, exposeDetails }) },
+      refusal: {
+        status: 429,
+        body: tooManyRequestsBody(retryAfter, {
+          message: this.errorMessage(decision),
+          exposeDetails,
+        }),
+      },
       decision,
     };
   }
 
+  private errorMessage(decision: Decision): string | undefined {
+    const { errorMessage } = this.options;
+    if (typeof errorMessage !== 'function') return errorMessage;
+    try {
+      return String(errorMessage(decision));
+    } catch (error) {
+      this.configError('errorMessage', error);
+      return undefined;
+    }
+  }
+
   /** The store did not answer: fail-closed policies refuse with 503, the rest admit. */
-  private failure(enforced: Rule[]): RequestOutcome {
+  private failure(enforced: readonly Rule[]): RequestOutcome {
     if (!enforced.some((r) => r.failClosed)) return NO_LIMIT;
     return {
       allowed: false,
@@ -270,8 +334,12 @@ export class RateLimitRuntime {
     const { options } = declared;
     let policy = declared.policy;
     const algorithm = options.algorithm ?? this.options.algorithm;
-    if (policy && algorithm !== undefined && policy.algorithm !== algorithm) {
-      policy = declare(policy, { ...options, algorithm }, declared.where).policy;
+    if (algorithm !== undefined && options.algorithm === undefined) {
+      // The module's algorithm applies: check the policy again under it (a burst on a
+      // window algorithm fails here, at bootstrap, not on every request).
+      const rate = policy ?? { limit: 1, periodMs: 1 };
+      const checked = declare(rate, { ...options, algorithm }, declared.where).policy;
+      if (policy) policy = checked;
     }
     return {
       name: declared.name,
@@ -288,6 +356,19 @@ export class RateLimitRuntime {
       where: declared.where,
     };
   }
+}
+
+/** A controller class and its base classes, the base first. */
+function classChain(controller: Target): Target[] {
+  const chain: Target[] = [];
+  for (
+    let c: unknown = controller;
+    typeof c === 'function' && c !== Function.prototype;
+    c = Object.getPrototypeOf(c)
+  ) {
+    chain.unshift(c as Target);
+  }
+  return chain;
 }
 
 /**
@@ -310,10 +391,6 @@ export function declareDefault(options: RateLimitModuleOptions): DeclaredPolicy 
     return declare(given, {}, where);
   }
   throw new RateLimitConfigError('ERR_RATE_LIMIT_RATE', `invalid default ${quote(given)}`, where);
-}
-
-function isDecision(value: unknown): value is Decision {
-  return typeof value === 'object' && value !== null && 'policies' in value;
 }
 
 function messageOf(error: unknown): string {

@@ -254,8 +254,9 @@ describe('normalizeIp / clientIp', () => {
     expect(clientIp(request)).toBe('10.0.0.1');
     expect(clientIp(request, { trustedProxies: 1 })).toBe('2001:db8:1:2::/64');
     expect(clientIp(request, { trustedProxies: 2 })).toBe('6.6.6.6');
-    // Fewer addresses than proxies: the platform's address.
-    expect(clientIp(request, { trustedProxies: 3 })).toBe('10.0.0.1');
+    // Fewer addresses than proxies: the left-most, the client as far as the proxies know
+    // (the platform's address would be a proxy, shared by every client behind it).
+    expect(clientIp(request, { trustedProxies: 3 })).toBe('6.6.6.6');
     expect(clientIp({ headers: {}, socket: { remoteAddress: '::ffff:1.2.3.4' } })).toBe('1.2.3.4');
     expect(clientIp({ headers: {} })).toBe('unknown');
   });
