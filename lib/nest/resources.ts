@@ -114,12 +114,19 @@ export function validateOptions(options: RateLimitModuleOptions): void {
   }
   // The limiter's own options and the default policy, before any connection is opened:
   // a start that fails must leave nothing behind.
-  new RateLimiter({
-    store: new MemoryStore({ sweepIntervalMs: 0 }),
-    prefix: options.prefix,
-    timeoutMs: options.timeoutMs,
-    circuitBreaker: options.circuitBreaker,
-  });
+  try {
+    new RateLimiter({
+      store: new MemoryStore({ sweepIntervalMs: 0 }),
+      prefix: options.prefix,
+      timeoutMs: options.timeoutMs,
+      circuitBreaker: options.circuitBreaker,
+    });
+  } catch (error) {
+    // Name the place the user wrote it, not the class that checked it.
+    if (error instanceof RateLimitConfigError)
+      throw new RateLimitConfigError(error.code, error.detail, WHERE);
+    throw error;
+  }
   declareDefault(options);
 }
 

@@ -399,6 +399,28 @@ export function conformanceSuite(makeKind: () => StoreKind): void {
       },
     );
 
+    it('policies of different identities are all-or-nothing too (per-IP 100/h + per-user 1/h)', async () => {
+      const { limiter } = setup(kind);
+      const ip = { name: 'ip', rate: '100/h' } as const;
+      const user = { name: 'user', rate: '1/d' } as const;
+      const request = [
+        { identity: 'ip:203.0.113.7', policy: ip },
+        { identity: 'user:pat', policy: user },
+      ];
+      expect((await limiter.consumeEach(request)).allowed).toBe(true);
+      for (let i = 0; i < 5; i++) {
+        const d = await limiter.consumeEach(request);
+        expect(d.allowed).toBe(false);
+        expect(d.policies.map((p) => [p.name, p.allowed])).toEqual([
+          ['ip', true],
+          ['user', false],
+        ]);
+        // The wait is the day policy's, not the hour's.
+        expect(d.policies[1]!.retryAfterMs).toBe(86_400_000);
+      }
+      expect(only(await limiter.peek('ip:203.0.113.7', ip)).remaining).toBe(99);
+    });
+
     it('accepts a Policy built by resolvePolicy or written as a literal, at request time', async () => {
       const { limiter } = setup(kind);
       const literal = {

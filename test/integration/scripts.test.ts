@@ -125,7 +125,7 @@ describe('the consume script on a private Redis', () => {
         // MULTI runs EXISTS straight after the script, with no round trip in between.
         const [[, reply], [, exists]] = (await admin
           .multi()
-          .eval(CONSUME_SCRIPT, 1, key, '', code, 1000, 1000, 1000, 1)
+          .eval(CONSUME_SCRIPT, 1, key, '', '1', code, 1000, 1000, 1000, 1)
           .exists(key)
           .exec()) as [[null, number[]], [null, number]];
         expect(reply[0]).toBe(1);

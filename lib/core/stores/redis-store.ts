@@ -49,22 +49,32 @@ export class RedisStore implements RateLimitStore {
 
   async consume(policies: readonly StorePolicy[]): Promise<StoreOutcome[]> {
     const groups = this.client.isCluster ? groupByHashTag(policies) : [];
-    if (groups.length <= 1) return this.consumeOne(policies);
-    // Keys of different identities may live on different Cluster nodes: decide one identity
-    // at a time, and once one denies, only read the rest.
-    const outcomes: StoreOutcome[] = new Array(policies.length);
-    let allowed = true;
-    for (const group of groups) {
-      const batch = group.map((i) => (allowed ? policies[i]! : { ...policies[i]!, cost: 0 }));
-      const result = await this.consumeOne(batch);
-      allowed &&= result.every((o) => o.allowed);
-      group.forEach((i, k) => (outcomes[i] = result[k]!));
-    }
-    return outcomes;
+    if (groups.length <= 1) return this.consumeOne(policies, true);
+    // Keys of different identities may live on different Cluster nodes, out of reach of
+    // one script. Decide every identity first, writing nothing; commit only if all admit.
+    // (Between the two steps another request may spend the same budget; then a commit can
+    // still deny after an earlier one was written: the only case where a denied request
+    // spends something.)
+    const run = async (commit: boolean) => {
+      const outcomes: StoreOutcome[] = new Array(policies.length);
+      for (const group of groups) {
+        const result = await this.consumeOne(
+          group.map((i) => policies[i]!),
+          commit,
+        );
+        group.forEach((i, k) => (outcomes[i] = result[k]!));
+      }
+      return outcomes;
+    };
+    const decided = await run(false);
+    return decided.every((o) => o.allowed) ? run(true) : decided;
   }
 
-  private async consumeOne(policies: readonly StorePolicy[]): Promise<StoreOutcome[]> {
-    const args: (string | number)[] = [this.clock ? this.clock() : ''];
+  private async consumeOne(
+    policies: readonly StorePolicy[],
+    commit: boolean,
+  ): Promise<StoreOutcome[]> {
+    const args: (string | number)[] = [this.clock ? this.clock() : '', commit ? '1' : '0'];
     for (const p of policies) {
       args.push(ALGORITHM_IMPLS[p.algorithm].code, p.limit, p.periodMs, p.capacity, p.cost);
     }
@@ -104,7 +114,7 @@ export class RedisStore implements RateLimitStore {
   }
 
   private async evalConsume(keys: string[], args: (string | number)[]): Promise<number[]> {
-    if (args.length !== 1 + keys.length * ARGS_PER_POLICY) throw new Error('bad script arguments');
+    if (args.length !== 2 + keys.length * ARGS_PER_POLICY) throw new Error('bad script arguments');
     try {
       return (await this.client.evalsha(CONSUME_SHA, keys.length, ...keys, ...args)) as number[];
     } catch (error) {

@@ -66,6 +66,9 @@ export async function createApp(
   const prefix = moduleOptions.prefix ?? uniquePrefix();
   const full: RateLimitModuleOptions = {
     ...(moduleOptions.store === undefined && { redis: redisUrl() }),
+    // Generous, so a loaded CI machine never turns a slow call into a fail-open; tests of
+    // timeouts set their own.
+    timeoutMs: 2000,
     ...moduleOptions,
     prefix,
   };
