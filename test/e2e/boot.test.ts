@@ -9,7 +9,14 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { Controller, Get } from '@nestjs/common';
 import { RateLimit } from '../../lib/index.js';
 import { startRedisServer, type RedisServerHandle } from '../harness/redis.js';
-import { CapturingLogger, createApp, PLATFORMS, times, type AppHandle } from './support/app.js';
+import {
+  CapturingLogger,
+  createApp,
+  PLATFORMS,
+  pollUntil,
+  times,
+  type AppHandle,
+} from './support/app.js';
 
 @Controller('boot')
 class BootController {
@@ -24,16 +31,6 @@ class BootController {
   closed() {
     return 'closed';
   }
-}
-
-/** Polls `check` every 25 ms for at most `timeoutMs`. */
-async function pollUntil(check: () => Promise<boolean>, timeoutMs: number): Promise<boolean> {
-  const deadline = performance.now() + timeoutMs;
-  while (!(await check())) {
-    if (performance.now() > deadline) return false;
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-  return true;
 }
 
 describe.each(PLATFORMS)('Redis down at boot, on %s', (platform) => {

@@ -20,6 +20,7 @@ import {
   times,
   type AppHandle,
   type Reply,
+  pollUntil,
 } from './support/app.js';
 
 @Controller('outage')
@@ -46,16 +47,6 @@ async function timed(h: AppHandle, path: string, user: string): Promise<Reply & 
   const t0 = performance.now();
   const reply = await h.get(path, { 'x-user': user });
   return { ...reply, ms: performance.now() - t0 };
-}
-
-/** Polls `check` until true, every 25 ms, for at most `timeoutMs`; false on timeout. */
-async function pollUntil(check: () => Promise<boolean>, timeoutMs: number): Promise<boolean> {
-  const deadline = performance.now() + timeoutMs;
-  for (;;) {
-    if (await check()) return true;
-    if (performance.now() > deadline) return false;
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
 }
 
 describe.each(PLATFORMS)('Redis stopped mid-test, on %s', (platform) => {

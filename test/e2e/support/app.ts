@@ -5,6 +5,7 @@
  */
 import 'reflect-metadata';
 import { randomUUID } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
 import { Module, type INestApplication, type LoggerService, type Type } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
@@ -228,5 +229,21 @@ export class CapturingLogger implements LoggerService {
 
   clear(): void {
     this.lines.length = 0;
+  }
+}
+
+/**
+ * Polls `check` every 25 ms until it holds, for at most `timeoutMs`; false on timeout.
+ * For conditions that real time brings about (Redis coming back), never as a sleep.
+ */
+export async function pollUntil(
+  check: () => Promise<boolean>,
+  timeoutMs: number,
+): Promise<boolean> {
+  const deadline = performance.now() + timeoutMs;
+  for (;;) {
+    if (await check()) return true;
+    if (performance.now() > deadline) return false;
+    await new Promise((resolve) => setTimeout(resolve, 25));
   }
 }
