@@ -3,9 +3,20 @@
  * processes for fault-injection tests. Suites share the standalone Redis and the Cluster, so each
  * suite uses its own key prefix and nothing here ever flushes.
  */
+import { execFile } from 'node:child_process';
 import { rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
-import { NO_REDIS_MESSAGE, RedisProcess, freePort, makeTempDir, onPath } from './global-setup.js';
+import {
+  NO_REDIS_MESSAGE,
+  RedisProcess,
+  freePort,
+  makeTempDir,
+  onPath,
+  redisCall,
+  waitUntil,
+} from './global-setup.js';
 
 /** Closes an ioredis client without the 2 s timer it leaves behind after a failed connection. */
 export { disconnect } from './global-setup.js';
@@ -117,4 +128,68 @@ export async function startRedisServer(extraArgs: string[] = []): Promise<RedisS
       await server.start();
     },
   };
+}
+
+/** A private Redis Cluster that a test may reshard at will. */
+export interface ClusterHandle {
+  /** The masters, as ioredis Cluster seed nodes. */
+  readonly nodes: { host: string; port: number }[];
+  /** Kills every node (also done after the test file at the latest). */
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts a private, disposable 3-master Cluster (no replicas) on free loopback ports, and
+ * resolves once every node reports all 16384 slots assigned. Modelled on the shared Cluster of
+ * global-setup.ts; its nodes are killed after the test file at the latest.
+ */
+export async function startCluster(): Promise<ClusterHandle> {
+  if (!redisServerAvailable() || !onPath('redis-cli')) {
+    throw new Error(
+      'startCluster needs redis-server and redis-cli on PATH: `apt-get install redis-server ' +
+        'redis-tools` (Debian/Ubuntu) or `brew install redis`.',
+    );
+  }
+  const dir = makeTempDir();
+  const ports = [await freePort(true), await freePort(true), await freePort(true)];
+  const servers = ports.map((port) => {
+    const config = join(dir, `nodes-${port}.conf`);
+    const args = ['--cluster-enabled', 'yes', '--cluster-config-file', config];
+    const server = new RedisProcess(port, dir, [...args, '--cluster-node-timeout', '2000']);
+    privateServers.push({ server, dir });
+    return server;
+  });
+  const stop = async () => {
+    await Promise.all(servers.map((server) => server.stop('SIGKILL')));
+  };
+  try {
+    await Promise.all(servers.map((server) => server.start()));
+    const seeds = ports.map((port) => `127.0.0.1:${port}`);
+    const create = ['--cluster', 'create', ...seeds, '--cluster-replicas', '0', '--cluster-yes'];
+    await promisify(execFile)('redis-cli', create, { timeout: 30_000 }).catch((error: Error) => {
+      const { stdout = '', stderr = '' } = error as Error & { stdout?: string; stderr?: string };
+      throw new Error(`redis-cli --cluster create failed: ${error.message}\n${stdout}${stderr}`);
+    });
+    let last = '';
+    await waitUntil(
+      async () => {
+        const infos = await Promise.all(
+          ports.map((p) => redisCall(p, 'CLUSTER', 'INFO').catch((e: Error) => e.message)),
+        );
+        last = infos.map(String).join('\n');
+        return infos.every((info) =>
+          ['cluster_state:ok', 'cluster_slots_assigned:16384', 'cluster_known_nodes:3'].every(
+            (line) => String(info).includes(line),
+          ),
+        );
+      },
+      20_000,
+      () => `private Cluster on ${seeds.join(', ')} did not become ready:\n${last}`,
+      100,
+    );
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+  return { nodes: ports.map((port) => ({ host: '127.0.0.1', port })), stop };
 }
