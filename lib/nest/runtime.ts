@@ -132,15 +132,23 @@ export class RateLimitRuntime {
   }
 
   /**
-   * Decides one HTTP request. Never throws: a failing key, rate or cost function affects
-   * only its own policy (logged as `rate_limit.config_error`), and a store failure follows
-   * each policy's failure mode.
+   * Decides one HTTP request. Never throws: a failing key function falls back to the IP, a
+   * failing rate or cost function leaves its own policy out (or refuses, when fail-closed),
+   * each logged as `rate_limit.config_error`; a store failure follows each policy's failure mode.
    */
   async evaluate(ctx: ExecutionContext): Promise<RequestOutcome> {
     const route = this.routeOf(ctx.getClass(), ctx.getHandler());
     if (route.enforced.length === 0 && route.shadowed.length === 0) return NO_LIMIT;
     const identities = this.identities(ctx, route);
-    const enforcing = await this.entriesOf(ctx, route, route.enforced, identities);
+    const { entries: enforcing, broken } = await this.entriesOf(
+      ctx,
+      route,
+      route.enforced,
+      identities,
+    );
+    // A policy whose rate or cost function failed is left out, changing nothing; the other
+    // policies still apply. A fail-closed one refuses instead, as when its store is down.
+    if (broken.length > 0 && broken.some((r) => r.failClosed)) return this.failure(broken);
     let outcome: RequestOutcome = NO_LIMIT;
     if (enforcing.length > 0) {
       try {
@@ -160,7 +168,8 @@ export class RateLimitRuntime {
     // Shadow policies count only what the enforced ones let through, in a call of their
     // own, so a would-be denial never blocks the request.
     if (outcome.allowed && route.shadowed.length > 0) {
-      await this.shadow(await this.entriesOf(ctx, route, route.shadowed, identities), route.name);
+      const { entries } = await this.entriesOf(ctx, route, route.shadowed, identities);
+      await this.shadow(entries, route.name);
     }
     return outcome;
   }
@@ -199,22 +208,25 @@ export class RateLimitRuntime {
     route: Route,
     rules: readonly Rule[],
     identityOf: (key: KeyFn) => Promise<string>,
-  ): Promise<Entry[]> {
+  ): Promise<{ entries: Entry[]; broken: Rule[] }> {
+    const broken: Rule[] = [];
+    const fail = (rule: Rule) => (error: unknown) => {
+      this.configError(route.name, error);
+      broken.push(rule);
+      return undefined;
+    };
     const entries = await Promise.all(
       rules.map(async (rule): Promise<Entry | undefined> => {
         const [identity, policy, cost] = await Promise.all([
           identityOf(rule.key),
-          // Without a rate there is nothing to decide: only this policy is left out.
-          this.policyOf(rule, ctx).catch((error: unknown) => this.configError(route.name, error)),
-          // A bad cost counts as 1, so a cost computed from the request can never switch a limit off.
-          this.costOf(rule, ctx).catch(
-            (error: unknown) => (this.configError(route.name, error), 1),
-          ),
+          this.policyOf(rule, ctx).catch(fail(rule)),
+          this.costOf(rule, ctx).catch(fail(rule)),
         ]);
-        return policy && { rule, entry: { identity, policy, cost, scope: rule.scope } };
+        if (policy === undefined || cost === undefined) return undefined;
+        return { rule, entry: { identity, policy, cost, scope: rule.scope } };
       }),
     );
-    return entries.filter((e) => e !== undefined);
+    return { entries: entries.filter((e) => e !== undefined), broken };
   }
 
   /** Logs `rate_limit.config_error` for a user function that failed at request time. */

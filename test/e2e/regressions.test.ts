@@ -83,6 +83,15 @@ class RequestTimeController {
     return 'cost';
   }
 
+  @Get('closed-cost')
+  @RateLimit('5/m', {
+    failClosed: true,
+    cost: (ctx) => Number(ctx.switchToHttp().getRequest<{ query: { n?: string } }>().query.n),
+  })
+  closedCost() {
+    return 'closed-cost';
+  }
+
   @Get('rate')
   @RateLimit('2/m', { name: 'static' })
   @RateLimit(
@@ -182,12 +191,27 @@ describe.each(PLATFORMS)('review regressions on %s', (platform) => {
     ['abc', 1],
     ['-5', 2],
     ['1.5', 3],
-  ])('a cost function given ?n=%p counts 1 and leaves the other policy on', async (n, i) => {
-    const ip = `10.2.0.${i}`;
-    const replies = await times(3, () => h.get(`/r/cost?n=${n}`, from(ip)));
-    expect(replies.map((r) => r.status)).toEqual([200, 200, 429]);
-    expect(replies[0]!.headers.get('ratelimit')).toBe('"static";r=1;t=30, "dynamic";r=99;t=1');
-    expect(logger.matching('rate_limit.config_error').length).toBeGreaterThan(0);
+  ])(
+    'a cost function given ?n=%p leaves its own policy out, spending nothing of it, and the other on',
+    async (n, i) => {
+      const ip = `10.2.0.${i}`;
+      const replies = await times(2, () => h.get(`/r/cost?n=${n}`, from(ip)));
+      expect(replies.map((r) => r.status)).toEqual([200, 200]);
+      expect(replies[0]!.headers.get('ratelimit')).toBe('"static";r=1;t=30');
+      expect(logger.matching('rate_limit.config_error').length).toBeGreaterThan(0);
+      // The dynamic policy is untouched; the static one is spent and refuses.
+      const valid = await h.get('/r/cost?n=1', from(ip));
+      expect(valid.status).toBe(429);
+      expect(valid.headers.get('ratelimit')).toMatch(/^"static";r=0;t=\d+, "dynamic";r=100;t=0$/);
+    },
+  );
+
+  it('a fail-closed policy whose cost function fails refuses with 503, spending nothing', async () => {
+    const r = await h.get('/r/closed-cost?n=abc', from('10.2.1.1'));
+    expect(r.status).toBe(503);
+    expect(r.headers.get('retry-after')).toBe('1');
+    const valid = await h.get('/r/closed-cost?n=1', from('10.2.1.1'));
+    expect(valid.headers.get('ratelimit')).toBe('"default";r=4;t=12');
   });
 
   it('a rate function that throws leaves out its own policy only', async () => {
