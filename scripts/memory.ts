@@ -20,7 +20,7 @@ import { keys, MemoryStore, RateLimit, RateLimiter, RateLimitModule } from 'nest
 
 const N = Number(process.env.MEMORY_IDENTITIES ?? 1_000_000);
 const REQUESTS = Number(process.env.MEMORY_REQUESTS ?? 2000);
-const CAP = 200_000;
+const CAP = Math.min(200_000, Math.floor(N / 5));
 const RATE = '10/m';
 const MB = 1024 * 1024;
 
@@ -226,7 +226,9 @@ function table(): string {
   ]);
   const widths = head.map((h, i) => Math.max(h.length, ...body.map((b) => b[i]!.length)));
   const line = (cells: string[]) =>
-    cells.map((c, i) => (i === 0 || i === 4 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ');
+    cells
+      .map((c, i) => (i === 0 || i === 4 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!)))
+      .join('  ');
   return [line(head), line(widths.map((w) => '-'.repeat(w))), ...body.map(line)].join('\n');
 }
 

@@ -274,7 +274,10 @@ export class RateLimiter {
                 'timeout',
                 `rate-limit store did not answer within ${timeoutMs} ms`,
               );
-              settle(false, () => reject(error));
+              // After an event-loop stall, timers run before the replies already sitting in
+              // the socket are read. setImmediate waits out that I/O phase, so a reply that
+              // did arrive in time still wins, and a stall alone never fails a call.
+              setImmediate(() => settle(false, () => reject(error)));
             }, timeoutMs);
       // A store that throws instead of rejecting is a failed call like any other.
       new Promise<T>((run) => run(call())).then(

@@ -135,6 +135,22 @@ describe('the consume script on a private Redis', () => {
     },
   );
 
+  it('an event-loop stall longer than timeoutMs does not fail a call whose reply has arrived', async () => {
+    const limiter = new RateLimiter({
+      store: new RedisStore({ client }),
+      prefix: 'stall',
+      timeoutMs: 50,
+    });
+    await limiter.peek('s', { rate: '10/h' }); // the script is loaded
+    const pending = limiter.consume('s', { rate: '10/h' });
+    // Block this process for 4 × timeoutMs: the reply lands in the socket meanwhile, and the
+    // timer is due before it is read.
+    const until = Date.now() + 200;
+    while (Date.now() < until);
+    const decision = await pending;
+    expect(decision.policies[0]!.remaining).toBe(9);
+  });
+
   it('sends EVAL only on NOSCRIPT: a script error is not retried', async () => {
     const limiter = new RateLimiter({
       store: new RedisStore({ client }),

@@ -18,6 +18,9 @@ export interface MemoryStoreOptions {
   sweepBatch?: number;
 }
 
+/** Keys checked for expiry before a full store evicts a live one. */
+const EVICTION_SWEEP = 64;
+
 interface Entry {
   state: State;
   /** ms since the epoch, per the store's clock. */
@@ -107,14 +110,14 @@ export class MemoryStore implements RateLimitStore {
   }
 
   /**
-   * Drops expired keys among the next `sweepBatch` keys, continuing where the last sweep
-   * stopped. Runs on its own timer; call it directly with an injected clock.
+   * Drops expired keys among the next `batch` keys (default `sweepBatch`), continuing where
+   * the last sweep stopped. Runs on its own timer; call it directly with an injected clock.
    * @returns how many keys were dropped
    */
-  sweep(): number {
+  sweep(batch = this.sweepBatch): number {
     const now = this.clock();
     let dropped = 0;
-    for (let i = 0; i < this.sweepBatch; i++) {
+    for (let i = 0; i < batch; i++) {
       this.cursor ??= this.entries.entries();
       const next = this.cursor.next();
       if (next.done) {
@@ -148,7 +151,8 @@ export class MemoryStore implements RateLimitStore {
     if (this.entries.size > this.maxKeys) {
       // Expired keys go first; only if none is found does a live one, the least recently
       // written, give way (and that identity gets a fresh budget).
-      if (this.sweep() === 0) this.entries.delete(this.entries.keys().next().value!);
+      // A small slice only: a flood of new identities into a full store must stay cheap.
+      if (this.sweep(EVICTION_SWEEP) === 0) this.entries.delete(this.entries.keys().next().value!);
     }
   }
 }

@@ -1,0 +1,365 @@
+/**
+ * `npm run soak`: a loopback soak on Redis. Starts scripts/soak-app (one route limited to
+ * SOAK_RATE per `x-user`) as a child process, drives it at a steady rate with rotating
+ * identities, each sending faster than its quota, samples the app's heap every 10 s, and
+ * checks at the end:
+ *   - no 5xx, no network error, only 200 and 429, every response with rate-limit headers;
+ *   - per identity, admitted <= capacity + floor(elapsed * limit / period) (token bucket);
+ *   - heap growth from the warm-up mark (1 min) to the end below SOAK_MAX_GROWTH_MB;
+ *   - the run's Redis keys stay bounded (old identities expire).
+ * Exits 1 on any failure. Not for CI.
+ *
+ *   REDIS_URL=redis://127.0.0.1:6379   SOAK_SECONDS=600   SOAK_RPS=300
+ *   SOAK_IDENTITIES=100     per generation: 300 req/s over 100 is 3/s each, 1.5x a 20/10s quota
+ *   SOAK_ROTATE_SECONDS=60  a new set of identities this often
+ *   SOAK_RATE=20/10s   SOAK_CONCURRENCY=64   SOAK_MAX_GROWTH_MB=20
+ *   SOAK_TIMEOUT_MS         the app's timeoutMs (default: the library's 100 ms)
+ *   SOAK_OWN_REDIS=1        start a private redis-server (on the PATH) on a free port instead
+ *                           of REDIS_URL: a shared Redis that others flush or block with slow
+ *                           scripts makes the limiter time out (fail-open) or forget
+ */
+import { spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { createServer } from 'node:net';
+import { fileURLToPath } from 'node:url';
+import { Redis } from 'ioredis';
+import { parseRate } from 'nest-rate-limit';
+
+const env = process.env;
+let REDIS_URL = env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const OWN_REDIS = env.SOAK_OWN_REDIS === '1';
+const SECONDS = Number(env.SOAK_SECONDS ?? 600);
+const RPS = Number(env.SOAK_RPS ?? 300);
+const IDENTITIES = Number(env.SOAK_IDENTITIES ?? 100);
+const ROTATE_MS = Number(env.SOAK_ROTATE_SECONDS ?? 60) * 1000;
+const RATE = env.SOAK_RATE ?? '20/10s';
+const CONCURRENCY = Number(env.SOAK_CONCURRENCY ?? 64);
+const MAX_GROWTH_MB = Number(env.SOAK_MAX_GROWTH_MB ?? 20);
+const SAMPLE_MS = 10_000;
+const WARMUP_MS = Math.min(60_000, (SECONDS * 1000) / 2);
+const TIMEOUT_MS = 5000;
+const MB = 1024 * 1024;
+
+const { limit, periodMs } = parseRate(RATE);
+const capacity = limit; // token bucket, burst = limit
+const run = randomUUID().slice(0, 8);
+const prefix = `soak${run}`;
+const failures: string[] = [];
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+/** The app as a child process; resolves once /heap answers. */
+async function startApp() {
+  const port = await freePort();
+  const main = fileURLToPath(new URL('./soak-app.js', import.meta.url));
+  const child = spawn(process.execPath, ['--expose-gc', main], {
+    env: { ...env, REDIS_URL, SOAK_PREFIX: prefix, SOAK_RATE: RATE, PORT: String(port) },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const log: string[] = [];
+  for (const stream of [child.stdout, child.stderr])
+    stream.setEncoding('utf8').on('data', (c: string) => log.push(...c.trimEnd().split('\n')));
+  const kill = () => child.kill('SIGKILL');
+  process.on('exit', kill);
+  const url = `http://127.0.0.1:${port}`;
+  const stop = async () => {
+    process.off('exit', kill);
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    child.kill('SIGTERM');
+    const timer = setTimeout(kill, 5000);
+    await exited;
+    clearTimeout(timer);
+  };
+  const deadline = Date.now() + 20_000;
+  while (Date.now() < deadline && child.exitCode === null) {
+    const up = await fetch(`${url}/heap`, { signal: AbortSignal.timeout(1000) }).then(
+      (r) => r.ok,
+      () => false,
+    );
+    if (up) return { url, log, stop };
+    await sleep(100);
+  }
+  await stop();
+  throw new Error(`the soak app did not start:\n${log.join('\n')}`);
+}
+
+interface HeapSample {
+  t: number;
+  heapMB: number;
+  rssMB: number;
+  clientHeapMB: number;
+  loopMaxMs: number;
+  sent: number;
+  inflight: number;
+}
+
+interface Identity {
+  first: number;
+  last: number;
+  sent: number;
+  admitted: number;
+  /** Admitted without rate-limit headers: the store failed and the route failed open. */
+  failOpen: number;
+}
+
+/** A private redis-server on a free port, without persistence. */
+async function startRedis(): Promise<() => void> {
+  const port = await freePort();
+  const child = spawn(
+    'redis-server',
+    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+    { stdio: 'ignore' },
+  );
+  const kill = () => child.kill('SIGKILL');
+  process.on('exit', kill);
+  REDIS_URL = `redis://127.0.0.1:${port}`;
+  for (let i = 0; i < 50; i++) {
+    const probe = new Redis(REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 0 });
+    probe.on('error', () => {});
+    const up = await probe.connect().then(
+      () => probe.ping().then(() => true),
+      () => false,
+    );
+    probe.disconnect();
+    if (up) return () => child.kill('SIGTERM');
+    await sleep(100);
+  }
+  throw new Error('redis-server did not start');
+}
+
+async function main(): Promise<boolean> {
+  const stopRedis = OWN_REDIS ? await startRedis() : undefined;
+  const redis = new Redis(REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 1 });
+  await redis.connect().catch((error: unknown) => {
+    throw new Error(`no Redis at ${REDIS_URL}: ${String(error)}`);
+  });
+  const app = await startApp();
+  console.log(
+    `soak ${run}: ${RATE} per x-user, ${RPS} req/s for ${SECONDS} s, ${IDENTITIES} identities ` +
+      `per ${ROTATE_MS / 1000} s generation (each ${((RPS / IDENTITIES) * (periodMs / 1000)).toFixed(0)} ` +
+      `req per ${periodMs / 1000} s against a quota of ${limit}), concurrency <= ${CONCURRENCY}, ` +
+      `Redis ${REDIS_URL} prefix ${prefix}:`,
+  );
+
+  const statuses = new Map<string, number>();
+  const identities = new Map<string, Identity>();
+  const errors: string[] = [];
+  let missingHeaders = 0;
+  let sent = 0;
+  let inflight = 0;
+  let maxInflight = 0;
+  let behind = 0;
+  const latencies: number[] = [];
+  const samples: HeapSample[] = [];
+  const count = (key: string) => statuses.set(key, (statuses.get(key) ?? 0) + 1);
+
+  const send = async (user: string) => {
+    const id =
+      identities.get(user) ??
+      identities
+        .set(user, { first: performance.now(), last: 0, sent: 0, admitted: 0, failOpen: 0 })
+        .get(user)!;
+    id.sent++;
+    const at = performance.now();
+    try {
+      const response = await fetch(`${app.url}/limited`, {
+        headers: { 'x-user': user },
+        signal: AbortSignal.timeout(TIMEOUT_MS),
+      });
+      await response.arrayBuffer();
+      count(String(response.status));
+      if (response.status === 200) id.admitted++;
+      if (!response.headers.get('ratelimit')) {
+        missingHeaders++;
+        if (response.status === 200) id.failOpen++;
+      }
+      if (response.status === 429 && !(Number(response.headers.get('retry-after')) >= 1))
+        count('429 without Retry-After');
+    } catch (error) {
+      count('network error');
+      if (errors.length < 5) errors.push(String(error));
+    }
+    const done = performance.now();
+    latencies.push(done - at);
+    if (done > id.last) id.last = done;
+  };
+
+  const sample = async (t: number) => {
+    const heap = await fetch(`${app.url}/heap`, { signal: AbortSignal.timeout(TIMEOUT_MS) })
+      .then(
+        (r) =>
+          r.json() as Promise<{
+            heapUsed: number;
+            rss: number;
+            loopDelayMaxMs: number;
+            loopDelayP99Ms: number;
+          }>,
+      )
+      .catch(() => undefined);
+    if (!heap) {
+      failures.push(`heap probe failed at ${(t / 1000).toFixed(0)} s`);
+      return;
+    }
+    const s: HeapSample = {
+      t: t / 1000,
+      heapMB: heap.heapUsed / MB,
+      rssMB: heap.rss / MB,
+      clientHeapMB: process.memoryUsage().heapUsed / MB,
+      loopMaxMs: heap.loopDelayMaxMs,
+      sent,
+      inflight,
+    };
+    samples.push(s);
+    const tally = [...statuses].map(([k, n]) => `${k}: ${n}`).join(', ');
+    console.log(
+      `  t=${s.t.toFixed(0).padStart(4)} s  app heap ${s.heapMB.toFixed(1)} MB  rss ${s.rssMB.toFixed(1)} MB` +
+        `  app loop delay max ${s.loopMaxMs.toFixed(0)} ms  (driver heap ${s.clientHeapMB.toFixed(1)} MB)  sent ${sent}  ${tally}`,
+    );
+  };
+
+  const start = performance.now();
+  await sample(0);
+  const end = start + SECONDS * 1000;
+  let nextSample = start + SAMPLE_MS;
+  let cursor = 0;
+  const pending = new Set<Promise<void>>();
+  while (performance.now() < end) {
+    const now = performance.now();
+    const target = Math.floor(((now - start) / 1000) * RPS);
+    const generation = Math.floor((now - start) / ROTATE_MS);
+    while (sent < target && inflight < CONCURRENCY) {
+      const user = `${run}-g${generation}-u${cursor++ % IDENTITIES}`;
+      sent++;
+      inflight++;
+      if (inflight > maxInflight) maxInflight = inflight;
+      const p = send(user).finally(() => {
+        inflight--;
+        pending.delete(p);
+      });
+      pending.add(p);
+    }
+    if (sent < target - RPS) behind++; // more than a second behind schedule
+    if (now >= nextSample) {
+      nextSample += SAMPLE_MS;
+      void sample(now - start);
+    }
+    await sleep(5);
+  }
+  await Promise.all(pending);
+  const elapsed = (performance.now() - start) / 1000;
+  await sample(performance.now() - start);
+  await app.stop();
+
+  // Redis: keys of this run left now (identities idle for a period have expired).
+  let keysLeft = 0;
+  let scan = '0';
+  do {
+    const [next, found] = await redis.scan(scan, 'MATCH', `${prefix}:*`, 'COUNT', 1000);
+    scan = next;
+    keysLeft += found.length;
+    if (found.length) await redis.del(...found);
+  } while (scan !== '0');
+  await redis.quit();
+  stopRedis?.();
+
+  // Verdicts.
+  const tally = [...statuses].map(([k, n]) => `${k}: ${n}`).join(', ');
+  const received = [...statuses.values()].reduce((a, b) => a + b, 0);
+  console.log(
+    `\nsent ${sent} in ${elapsed.toFixed(1)} s (${(sent / elapsed).toFixed(1)} req/s), ` +
+      `received ${received}: ${tally}`,
+  );
+  latencies.sort((a, b) => a - b);
+  const pct = (q: number) =>
+    latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))]!;
+  console.log(
+    `latency p50 ${pct(0.5).toFixed(1)} ms, p99 ${pct(0.99).toFixed(1)} ms, max ${pct(1).toFixed(1)} ms; ` +
+      `max in flight ${maxInflight}; loop turns > 1 s behind schedule: ${behind}`,
+  );
+  for (const [k, n] of statuses) if (k !== '200' && k !== '429') failures.push(`${n} × ${k}`);
+  if (errors.length) console.log(`first errors:\n  ${errors.join('\n  ')}`);
+  if (missingHeaders)
+    failures.push(`${missingHeaders} responses without RateLimit header (fail-open?)`);
+  if (received !== sent) failures.push(`sent ${sent} but received ${received}`);
+  if (!statuses.get('429'))
+    failures.push('no 429 at all: the identities never exceeded their quota');
+
+  let worst = { user: '', admitted: 0, bound: 0, slack: Infinity };
+  let over = 0;
+  let admittedTotal = 0;
+  let failOpenTotal = 0;
+  let overByLimiter = 0;
+  for (const [user, id] of identities) {
+    const bound = capacity + Math.floor(((id.last - id.first) * limit) / periodMs);
+    admittedTotal += id.admitted;
+    failOpenTotal += id.failOpen;
+    // Admissions the limiter decided (with headers) must hold the bound even when fail-open ones do not.
+    if (id.admitted - id.failOpen > bound) overByLimiter++;
+    const slack = bound - id.admitted;
+    if (slack < worst.slack) worst = { user, admitted: id.admitted, bound, slack };
+    if (id.admitted > bound) {
+      over++;
+      if (over <= 5)
+        failures.push(`${user} admitted ${id.admitted} > bound ${bound} (sent ${id.sent})`);
+    }
+  }
+  if (over > 5) failures.push(`... ${over} identities over their bound in all`);
+  console.log(
+    `identities: ${identities.size}; admitted ${admittedTotal} of ${sent}; closest to its bound: ` +
+      `${worst.user} admitted ${worst.admitted} of at most ${worst.bound}`,
+  );
+  console.log(
+    `admitted fail-open (store timeout or breaker open, no headers): ${failOpenTotal}; ` +
+      `identities over the bound counting only the limiter's own admissions: ${overByLimiter}`,
+  );
+  console.log(`Redis keys of the run at the end: ${keysLeft} (deleted)`);
+  if (keysLeft > 2 * IDENTITIES)
+    failures.push(`${keysLeft} Redis keys left: old identities did not expire`);
+
+  // Heap: samples from the warm-up mark on.
+  const late = samples.filter((s) => s.t >= WARMUP_MS / 1000 - 1);
+  if (late.length >= 2) {
+    const first = late[0]!;
+    const lastS = late[late.length - 1]!;
+    const growth = lastS.heapMB - first.heapMB;
+    const n = late.length;
+    const mt = late.reduce((a, s) => a + s.t, 0) / n;
+    const mh = late.reduce((a, s) => a + s.heapMB, 0) / n;
+    const slope =
+      late.reduce((a, s) => a + (s.t - mt) * (s.heapMB - mh), 0) /
+      (late.reduce((a, s) => a + (s.t - mt) ** 2, 0) || 1);
+    const max = Math.max(...late.map((s) => s.heapMB));
+    console.log(
+      `app heap from t=${first.t.toFixed(0)} s to t=${lastS.t.toFixed(0)} s: ` +
+        `${first.heapMB.toFixed(1)} -> ${lastS.heapMB.toFixed(1)} MB (growth ${growth.toFixed(2)} MB, ` +
+        `max ${max.toFixed(1)} MB, slope ${(slope * 60).toFixed(3)} MB/min over ${n} samples); ` +
+        `rss ${first.rssMB.toFixed(1)} -> ${lastS.rssMB.toFixed(1)} MB`,
+    );
+    if (growth >= MAX_GROWTH_MB)
+      failures.push(`app heap grew ${growth.toFixed(1)} MB after warm-up`);
+  } else {
+    failures.push('too few heap samples after warm-up');
+  }
+  const complaints = app.log.filter((l) => /\b(WARN|ERROR)\b/.test(l));
+  if (complaints.length) console.log(`the app logged:\n${complaints.slice(0, 10).join('\n')}`);
+
+  if (failures.length) console.log(`\nsoak FAILED:\n- ${failures.join('\n- ')}`);
+  else console.log('\nsoak passed');
+  return failures.length === 0;
+}
+
+main().then(
+  (passed) => process.exit(passed ? 0 : 1),
+  (error: unknown) => {
+    console.error(error instanceof Error ? error.message : error);
+    process.exit(1);
+  },
+);
