@@ -243,7 +243,12 @@ export class RedisProcess {
 
 const execFileAsync = promisify(execFile);
 
-async function startCluster(dir: string, processes: RedisProcess[]): Promise<number[]> {
+/**
+ * Starts a 3-master Cluster (no replicas) on free loopback ports, pushing each node into
+ * `processes` before it starts (so a failure still leaves them to clean up), and resolves
+ * with the ports once every node reports all 16384 slots assigned.
+ */
+export async function startCluster(dir: string, processes: RedisProcess[]): Promise<number[]> {
   const ports = [await freePort(true), await freePort(true), await freePort(true)];
   const nodes = ports.map((port) => {
     const config = join(dir, `nodes-${port}.conf`);

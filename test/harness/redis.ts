@@ -3,19 +3,15 @@
  * processes for fault-injection tests. Suites share the standalone Redis and the Cluster, so each
  * suite uses its own key prefix and nothing here ever flushes.
  */
-import { execFile } from 'node:child_process';
 import { rmSync } from 'node:fs';
-import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
 import {
+  startCluster as createCluster,
   NO_REDIS_MESSAGE,
   RedisProcess,
   freePort,
   makeTempDir,
   onPath,
-  redisCall,
-  waitUntil,
 } from './global-setup.js';
 
 /** Closes an ioredis client without the 2 s timer it leaves behind after a failed connection. */
@@ -151,45 +147,17 @@ export async function startCluster(): Promise<ClusterHandle> {
     );
   }
   const dir = makeTempDir();
-  const ports = [await freePort(true), await freePort(true), await freePort(true)];
-  const servers = ports.map((port) => {
-    const config = join(dir, `nodes-${port}.conf`);
-    const args = ['--cluster-enabled', 'yes', '--cluster-config-file', config];
-    const server = new RedisProcess(port, dir, [...args, '--cluster-node-timeout', '2000']);
-    privateServers.push({ server, dir });
-    return server;
-  });
+  const servers: RedisProcess[] = [];
   const stop = async () => {
     await Promise.all(servers.map((server) => server.stop('SIGKILL')));
   };
   try {
-    await Promise.all(servers.map((server) => server.start()));
-    const seeds = ports.map((port) => `127.0.0.1:${port}`);
-    const create = ['--cluster', 'create', ...seeds, '--cluster-replicas', '0', '--cluster-yes'];
-    await promisify(execFile)('redis-cli', create, { timeout: 30_000 }).catch((error: Error) => {
-      const { stdout = '', stderr = '' } = error as Error & { stdout?: string; stderr?: string };
-      throw new Error(`redis-cli --cluster create failed: ${error.message}\n${stdout}${stderr}`);
-    });
-    let last = '';
-    await waitUntil(
-      async () => {
-        const infos = await Promise.all(
-          ports.map((p) => redisCall(p, 'CLUSTER', 'INFO').catch((e: Error) => e.message)),
-        );
-        last = infos.map(String).join('\n');
-        return infos.every((info) =>
-          ['cluster_state:ok', 'cluster_slots_assigned:16384', 'cluster_known_nodes:3'].every(
-            (line) => String(info).includes(line),
-          ),
-        );
-      },
-      20_000,
-      () => `private Cluster on ${seeds.join(', ')} did not become ready:\n${last}`,
-      100,
-    );
+    const ports = await createCluster(dir, servers);
+    for (const server of servers) privateServers.push({ server, dir });
+    return { nodes: ports.map((port) => ({ host: '127.0.0.1', port })), stop };
   } catch (error) {
     await stop();
+    rmSync(dir, { recursive: true, force: true });
     throw error;
   }
-  return { nodes: ports.map((port) => ({ host: '127.0.0.1', port })), stop };
 }
