@@ -16,7 +16,7 @@ const READY_WITHIN_MS = 20_000;
 const STOP_WITHIN_MS = 5000;
 
 /** A port nothing listens on right now. */
-async function freePort(): Promise<number> {
+export async function freePort(): Promise<number> {
   const server = createServer();
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as { port: number };

@@ -20,10 +20,10 @@
  */
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { parseRate } from 'nest-rate-limit';
+import { freePort } from '../demo/app.js';
 
 const env = process.env;
 let REDIS_URL = env.REDIS_URL ?? 'redis://127.0.0.1:6379';
@@ -46,14 +46,6 @@ const run = randomUUID().slice(0, 8);
 const prefix = `soak${run}`;
 const failures: string[] = [];
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 /** The app as a child process; resolves once /heap answers. */
 async function startApp() {
