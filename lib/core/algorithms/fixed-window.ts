@@ -21,7 +21,7 @@ export const evaluateFixedWindow: Evaluate = (state, now, { limit, periodMs, cos
 };
 
 const lua = `
-local function fixed_window(v, now, L, P, C, cost)
+local function fixed_window(v, now, L, P, cost)
   local count, wend = 0, 0
   if v then
     local i = find(v, ':', 1, true)
@@ -30,22 +30,16 @@ local function fixed_window(v, now, L, P, C, cost)
       if now < wend then count = tonumber(sub(v, 1, i - 1)) else wend = 0 end
     end
   end
-  local rem, reset = L - count, 0
-  if rem < 0 then rem = 0 end
-  if wend > 0 then reset = wend - now end
-  if cost == 0 then return 1, rem, reset, 0 end
-  if cost > L then return 0, rem, reset, -1 end
-  if count + cost > L then return 0, rem, reset, reset end
+  if cost == 0 then return true end
+  if count + cost > L then return false end
   if wend == 0 then wend = now + P end
-  count = count + cost
-  return 1, L - count, wend - now, 0, fmt('%d:%d', count, wend), wend - now
+  return true, fmt('%d:%d', count + cost, wend), wend - now
 end`;
 
 export const fixedWindow: AlgorithmImpl = {
   code: 1,
   tag: 'fw',
   evaluate: evaluateFixedWindow,
-  encode: (s) => `${s[0]}:${s[1]}`,
   decode: (raw) => decodeInts(raw, 2),
   lua,
 };

@@ -31,43 +31,8 @@ export const evaluateGcra: Evaluate = (state, now, { limit, periodMs: P, capacit
   return admitted(Math.floor((tau - newDebt) / P), ttlMs, tat, ttlMs);
 };
 
-const lua = `
-local function gcra(v, now, L, P, C, cost)
-  local tau = C * P
-  local debt = 0
-  if v then
-    local ms, ticks
-    local i = find(v, ':', 1, true)
-    if i then ms = tonumber(sub(v, 1, i - 1)); ticks = tonumber(sub(v, i + 1)) else ms = tonumber(v); ticks = 0 end
-    if ms and ms >= now then
-      if ticks >= L then ticks = L - 1 end
-      debt = (ms - now) * L + ticks
-      if debt > tau then debt = tau end
-    end
-  end
-  local rem, reset = floor((tau - debt) / P), ceil(debt / L)
-  local need = cost * P
-  if cost == 0 then return 1, rem, reset, 0 end
-  if need > tau then return 0, rem, reset, -1 end
-  if debt + need > tau then return 0, rem, reset, ceil((debt + need - tau) / L) end
-  debt = debt + need
-  reset = ceil(debt / L)
-  local ticks = debt % L
-  local tat = now + (debt - ticks) / L
-  if ticks == 0 then return 1, floor((tau - debt) / P), reset, 0, fmt('%d', tat), reset end
-  return 1, floor((tau - debt) / P), reset, 0, fmt('%d:%d', tat, ticks), reset
-end`;
-
 export const gcra: AlgorithmImpl = {
   code: 4,
   tag: 'gcra',
   evaluate: evaluateGcra,
-  encode: (s) => (s[1] === 0 ? `${s[0]}` : `${s[0]}:${s[1]}`),
-  decode: (raw) => {
-    const [ms, ticks = 0, extra] = raw.split(':').map(Number);
-    return extra === undefined && Number.isSafeInteger(ms) && Number.isSafeInteger(ticks)
-      ? [ms!, ticks]
-      : undefined;
-  },
-  lua,
 };

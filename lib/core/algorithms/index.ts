@@ -22,6 +22,8 @@ export const ALGORITHM_IMPLS: Readonly<Record<Algorithm, AlgorithmImpl>> = {
 /** One policy's part in an all-or-nothing decision. */
 export interface Evaluation {
   readonly impl: AlgorithmImpl;
+  /** The time the state is read at, in ms (RedisStore gives GCRA a state relative to 0). */
+  readonly now: number;
   readonly state: State | undefined;
   readonly params: AlgorithmParams;
 }
@@ -30,14 +32,14 @@ export interface Evaluation {
  * Decides stacked policies all-or-nothing (DESIGN §4): admitted only if every policy
  * admits. On a denial nothing is spent, so the policies that would have admitted are
  * reported as they stand (evaluated again at cost 0) and carry no new state.
- * The Lua script in `stores/redis-script.ts` does exactly this.
+ * The Lua script in `stores/redis-script.ts` commits by the same rule.
  */
-export function decideAll(now: number, evaluations: readonly Evaluation[]): Outcome[] {
-  const outcomes = evaluations.map((e) => e.impl.evaluate(e.state, now, e.params));
+export function decideAll(evaluations: readonly Evaluation[]): Outcome[] {
+  const outcomes = evaluations.map((e) => e.impl.evaluate(e.state, e.now, e.params));
   if (outcomes.every((o) => o.allowed)) return outcomes;
   return outcomes.map((o, i) => {
     if (!o.allowed) return o;
     const e = evaluations[i]!;
-    return e.impl.evaluate(e.state, now, { ...e.params, cost: 0 });
+    return e.impl.evaluate(e.state, e.now, { ...e.params, cost: 0 });
   });
 }

@@ -54,16 +54,15 @@ export const evaluateSlidingWindow: Evaluate = (state, now, { limit, periodMs: P
 };
 
 const lua = `
-local function sliding_window(v, now, L, P, C, cost)
+local function sliding_window(v, now, L, P, cost)
   local idx = floor(now / P)
-  local e = now - idx * P
   local cur, prev = 0, 0
   if v then
     local a = find(v, ':', 1, true)
     local b = a and find(v, ':', a + 1, true)
     if b then
       local sidx = tonumber(sub(v, 1, a - 1))
-      if sidx > idx then idx = sidx; e = now - idx * P end
+      if sidx > idx then idx = sidx end
       if sidx == idx then
         cur = tonumber(sub(v, a + 1, b - 1)); prev = tonumber(sub(v, b + 1))
       elseif sidx == idx - 1 then
@@ -71,33 +70,15 @@ local function sliding_window(v, now, L, P, C, cost)
       end
     end
   end
-  local quota = L * P
-  local weighted = prev * (P - e)
-  local est = weighted + cur * P
-  local rem = floor((quota - est) / P)
-  if rem < 0 then rem = 0 end
-  local reset = 0
-  if cur > 0 then reset = (idx + 2) * P - now elseif prev > 0 then reset = (idx + 1) * P - now end
-  if cost == 0 then return 1, rem, reset, 0 end
-  if cost > L then return 0, rem, reset, -1 end
-  if est + cost * P > quota then
-    if cur + cost <= L then
-      return 0, rem, reset, ceil((weighted + (cur + cost - L) * P) / prev)
-    end
-    return 0, rem, reset, P - e + ceil((cur + cost - L) * P / cur)
-  end
-  cur = cur + cost
-  rem = floor((quota - weighted - cur * P) / P)
-  if rem < 0 then rem = 0 end
-  local ttl = (idx + 2) * P - now
-  return 1, rem, ttl, 0, fmt('%d:%d:%d', idx, cur, prev), ttl
+  if cost == 0 then return true end
+  if cost > L or prev * (P - now + idx * P) + (cur + cost) * P > L * P then return false end
+  return true, fmt('%d:%d:%d', idx, cur + cost, prev), (idx + 2) * P - now
 end`;
 
 export const slidingWindow: AlgorithmImpl = {
   code: 2,
   tag: 'sw',
   evaluate: evaluateSlidingWindow,
-  encode: (s) => `${s[0]}:${s[1]}:${s[2]}`,
   decode: (raw) => decodeInts(raw, 3),
   lua,
 };

@@ -46,15 +46,19 @@ export interface AlgorithmImpl {
    */
   readonly tag: string;
   readonly evaluate: Evaluate;
-  /** Encodes state as the Redis string value the Lua function writes. */
-  readonly encode: (state: State) => string;
-  /** Decodes a Redis string value; undefined when it is not this algorithm's format. */
-  readonly decode: (raw: string) => State | undefined;
   /**
-   * A Lua function `function(v, now, L, P, C, cost)` returning
-   * `allowed (1|0), remaining, resetMs, retryAfterMs (-1 = Infinity)[, newValue, ttlMs]`.
+   * Window algorithms only: decodes the Redis string value; undefined when it is not this
+   * algorithm's format.
    */
-  readonly lua: string;
+  readonly decode?: (raw: string) => State | undefined;
+  /**
+   * Window algorithms only: a Lua function `function(v, now, L, P, cost)` of the stored value
+   * returning whether it admits and, when it does with cost > 0, the new value and its TTL
+   * in ms. It decides exactly as `evaluate` does (tested); the numbers reported to callers
+   * come from `evaluate`. Token bucket and GCRA have none: they share the expiry-based Lua
+   * of `stores/redis-script.ts`, since both are the same debt.
+   */
+  readonly lua?: string;
 }
 
 export function denied(remaining: number, resetMs: number, retryAfterMs: number): Outcome {

@@ -86,8 +86,9 @@ export class MemoryStore implements RateLimitStore {
       impl: ALGORITHM_IMPLS[p.algorithm],
       state: this.read(p.key, now),
       params: p,
+      now,
     }));
-    const outcomes = decideAll(now, evaluations);
+    const outcomes = decideAll(evaluations);
     outcomes.forEach((o, i) => {
       if (o.state) this.write(policies[i]!.key, o.state, now + o.ttlMs!);
     });

@@ -1,65 +1,116 @@
 import { createHash } from 'node:crypto';
-import { ALGORITHM_IMPLS } from '../algorithms/index.js';
+import { fixedWindow } from '../algorithms/fixed-window.js';
+import { slidingWindow } from '../algorithms/sliding-window.js';
 
-/** Values per policy in ARGV, after ARGV[1] (clock override) and ARGV[2] (commit flag). */
+/** Values per policy in ARGV, after ARGV[1] (the mode). */
 export const ARGS_PER_POLICY = 5;
-/** Values per policy in the reply, after reply[0] (1 when admitted). */
-export const REPLY_PER_POLICY = 4;
-
-const impls = Object.values(ALGORITHM_IMPLS).sort((a, b) => a.code - b.code);
 
 /**
  * One script for every request: all policies of the request, any mix of algorithms,
  * decided and committed atomically, all-or-nothing (DESIGN §4).
  *
  * KEYS[i]: policy i's state key (all keys of a call share one hash tag).
- * ARGV[1]: `now` in ms for tests, or '' to read the Redis server clock with TIME.
- * ARGV[2]: '1' to commit an admitted request; '0' to decide only (writes nothing).
- * ARGV[5i-2 .. 5i+2]: policy i's algorithm code, limit, periodMs, capacity, cost.
- * Reply: `{ admitted (1|0), then per policy: allowed, remaining, resetMs, retryAfterMs }`,
- * all integers; retryAfterMs -1 stands for Infinity (Redis truncates Lua floats).
+ * ARGV[1]: the mode: `c` to commit an admitted request, `d` to decide only (writes
+ * nothing), both on the Redis server clock; tests add their clock in ms: `c<now>`, `d<now>`.
+ * ARGV[5i-3 .. 5i+1]: policy i's algorithm code (1 fixed window, 2 sliding window, 3 token
+ * bucket, 4 GCRA), limit, periodMs, capacity, cost.
+ *
+ * Reply: each policy's state as it stood before this request, from which RedisStore
+ * computes the reported numbers with the TypeScript reference, so the script does no
+ * arithmetic it does not need for its own decision:
+ * - token bucket and GCRA: the debt, in ticks of 1/L ms (an integer; with one such policy
+ *   alone, the reply is that integer rather than an array);
+ * - window algorithms: the stored value (or nil) and `now` in ms.
+ *
+ * Token bucket and GCRA are one debt (`C·P - scaledTokens` = `(TAT - now)·L`; see gcra.ts),
+ * kept in the key's **expiry**: the key expires at the TAT rounded up to the ms, and its
+ * value is the credit (ticks, < L) that the rounding added. So on the server clock a
+ * decision is `PTTL` then `PEXPIRE`, or `SET ... PX` plus a `GET` of the credit when the
+ * emission interval is not a whole number of ms: no `TIME`, no parsing. Redis >= 7 freezes
+ * time for the whole script, so both calls see the same `now`. A test clock cannot move
+ * an expiry, so with one the value holds `"<expiryMs>:<credit>"` instead. The window
+ * algorithms read `TIME` (once per script, only when one is present) and keep their state
+ * in the value.
  */
 export const CONSUME_SCRIPT = `
-local floor, ceil, find, sub, fmt = math.floor, math.ceil, string.find, string.sub, string.format
-${impls.map((i) => i.lua.trim()).join('\n')}
-local algos = { ${impls.map((i) => i.lua.match(/local function (\w+)/)![1]).join(', ')} }
-
-local now = tonumber(ARGV[1])
-if not now then
-  local t = redis.call('TIME')
-  now = t[1] * 1000 + floor(t[2] / 1000)
+local floor, ceil = math.floor, math.ceil
+local m = ARGV[1]
+local commit, clock = m == 'c', nil
+if not commit and m ~= 'd' then
+  commit = string.byte(m) == 99
+  clock = tonumber(string.sub(m, 2))
 end
-
+local now = clock
 local n = #KEYS
-local out = { 1 }
-local raws, vals, ttls = {}, {}, {}
+local out, r = {}, 0
+local writes, w = nil, 0
+local ok = true
 for i = 1, n do
-  local j = i * 5 - 2
-  local raw = redis.call('GET', KEYS[i])
-  local ok, rem, reset, retry, v, ttl = algos[tonumber(ARGV[j])](raw, now,
-    tonumber(ARGV[j + 1]), tonumber(ARGV[j + 2]), tonumber(ARGV[j + 3]), tonumber(ARGV[j + 4]))
-  local k = i * 4 - 2
-  out[k], out[k + 1], out[k + 2], out[k + 3] = ok, rem, reset, retry
-  if ok == 0 then out[1] = 0 end
-  raws[i], vals[i], ttls[i] = raw, v, ttl
-end
-
-if out[1] == 1 and ARGV[2] == '1' then
-  for i = 1, n do
-    if vals[i] then redis.call('SET', KEYS[i], vals[i], 'PX', ttls[i]) end
+  local j, key = i * 5 - 3, KEYS[i]
+  local code, L, P, cost = tonumber(ARGV[j]), tonumber(ARGV[j + 1]), tonumber(ARGV[j + 2]), tonumber(ARGV[j + 4])
+  local v, ttl, keep
+  if code > 2 then
+    local debt, tau = 0, tonumber(ARGV[j + 3]) * P
+    if clock then
+      local s = redis.call('GET', key)
+      local c = s and string.find(s, ':', 1, true)
+      local e = c and tonumber(string.sub(s, 1, c - 1))
+      if e and e >= clock then debt = (e - clock) * L - (tonumber(string.sub(s, c + 1)) or 0) end
+    else
+      local ms = redis.call('PTTL', key)
+      if ms >= 0 then
+        debt = ms * L
+        if P % L == 0 then keep = true else debt = debt - (tonumber(redis.call('GET', key)) or 0) end
+      end
+    end
+    if debt < 0 then debt = 0 elseif debt > tau then debt = tau end
+    r = r + 1
+    out[r] = debt
+    local need = cost * P
+    if debt + need > tau then ok = false
+    elseif cost > 0 then
+      debt = debt + need
+      ttl = ceil(debt / L)
+      v = ttl * L - debt
+      if clock then v = string.format('%d:%d', clock + ttl, v) end
+    end
+  else
+    local find, sub, fmt = string.find, string.sub, string.format
+    if not now then
+      local t = redis.call('TIME')
+      now = t[1] * 1000 + floor(t[2] / 1000)
+    end
+    local s = redis.call('GET', key)
+    local admits
+    if code == 1 then
+      ${fixedWindow.lua!.trim().replace(/\n/g, '\n      ')}
+      admits, v, ttl = fixed_window(s, now, L, P, cost)
+    else
+      ${slidingWindow.lua!.trim().replace(/\n/g, '\n      ')}
+      admits, v, ttl = sliding_window(s, now, L, P, cost)
+    end
+    if not admits then ok = false end
+    out[r + 1], out[r + 2] = s, now
+    r = r + 2
   end
-else
-  -- Nothing is spent on a denied request (or a decision only): report the admitting
-  -- policies as they stand.
-  for i = 1, n do
-    local k, j = i * 4 - 2, i * 5 - 2
-    if out[k] == 1 then
-      local _, rem, reset = algos[tonumber(ARGV[j])](raws[i], now,
-        tonumber(ARGV[j + 1]), tonumber(ARGV[j + 2]), tonumber(ARGV[j + 3]), 0)
-      out[k + 1], out[k + 2] = rem, reset
+  if ttl and commit then
+    -- One policy alone decides the request; with several, write only once all admit.
+    if n == 1 then
+      if keep then redis.call('PEXPIRE', key, ttl) else redis.call('SET', key, v, 'PX', ttl) end
+    else
+      writes = writes or {}
+      writes[w + 1], writes[w + 2], writes[w + 3], writes[w + 4] = key, v, ttl, keep or false
+      w = w + 4
     end
   end
 end
+if ok and writes then
+  for k = 1, w, 4 do
+    if writes[k + 3] then redis.call('PEXPIRE', writes[k], writes[k + 2])
+    else redis.call('SET', writes[k], writes[k + 1], 'PX', writes[k + 2]) end
+  end
+end
+if r == 1 then return out[1] end
 return out
 `;
 

@@ -1,6 +1,6 @@
 import type { Cluster, Redis } from 'ioredis';
-import { ALGORITHM_IMPLS } from '../algorithms/index.js';
-import { ARGS_PER_POLICY, CONSUME_SCRIPT, CONSUME_SHA, REPLY_PER_POLICY } from './redis-script.js';
+import { ALGORITHM_IMPLS, decideAll } from '../algorithms/index.js';
+import { ARGS_PER_POLICY, CONSUME_SCRIPT, CONSUME_SHA } from './redis-script.js';
 import type { RateLimitStore, StoreOutcome, StorePolicy } from './store.js';
 
 /** Options of {@link RedisStore}. */
@@ -15,7 +15,7 @@ export interface RedisStoreOptions {
    */
   client: Redis | Cluster;
   /**
-   * **Tests only.** Replaces the Redis server clock (`TIME`) with this one, in ms since the
+   * **Tests only.** Replaces the Redis server clock with this one, in ms since the
    * epoch. In production every instance must share the Redis clock, so leave it unset.
    */
   clock?: () => number;
@@ -23,7 +23,7 @@ export interface RedisStoreOptions {
 
 /**
  * Rate-limit state in Redis: one Lua script call per request evaluates every policy of
- * the request atomically (DESIGN §4). Time comes from the Redis server (`TIME`), so
+ * the request atomically (DESIGN §4). Time comes from the Redis server clock, so
  * instances with skewed clocks still agree.
  *
  * The script is sent by EVALSHA; only when Redis answers `NOSCRIPT` (after a restart,
@@ -74,7 +74,8 @@ export class RedisStore implements RateLimitStore {
     policies: readonly StorePolicy[],
     commit: boolean,
   ): Promise<StoreOutcome[]> {
-    const args: (string | number)[] = [this.clock ? this.clock() : '', commit ? '1' : '0'];
+    const mode = commit ? 'c' : 'd';
+    const args: (string | number)[] = [this.clock ? `${mode}${this.clock()}` : mode];
     for (const p of policies) {
       args.push(ALGORITHM_IMPLS[p.algorithm].code, p.limit, p.periodMs, p.capacity, p.cost);
     }
@@ -82,16 +83,32 @@ export class RedisStore implements RateLimitStore {
       policies.map((p) => p.key),
       args,
     );
-    return policies.map((_, i) => {
-      const k = 1 + i * REPLY_PER_POLICY;
-      const retry = reply[k + 3]!;
-      return {
-        allowed: reply[k] === 1,
-        remaining: reply[k + 1]!,
-        resetMs: reply[k + 2]!,
-        retryAfterMs: retry < 0 ? Infinity : retry,
-      };
+    // The script returns each state as it stood; the TypeScript reference turns it into the
+    // numbers reported, deciding exactly as the script did (test/integration/lua-reference).
+    const values = typeof reply === 'number' ? [reply] : reply;
+    let r = 0;
+    const evaluations = policies.map((params) => {
+      const impl = ALGORITHM_IMPLS[params.algorithm];
+      if (!impl.decode) {
+        // A debt in ticks, as a GCRA state read at time 0.
+        const debt = values[r++] as number;
+        return {
+          impl,
+          params,
+          now: 0,
+          state: [Math.floor(debt / params.limit), debt % params.limit],
+        };
+      }
+      const raw = values[r++] as string | null;
+      const now = values[r++] as number;
+      return { impl, params, now, state: raw === null ? undefined : impl.decode(raw) };
     });
+    return decideAll(evaluations).map(({ allowed, remaining, resetMs, retryAfterMs }) => ({
+      allowed,
+      remaining,
+      resetMs,
+      retryAfterMs,
+    }));
   }
 
   async deleteByPrefix(keyPrefix: string): Promise<number> {
@@ -113,14 +130,14 @@ export class RedisStore implements RateLimitStore {
     return deleted;
   }
 
-  private async evalConsume(keys: string[], args: (string | number)[]): Promise<number[]> {
-    if (args.length !== 2 + keys.length * ARGS_PER_POLICY) throw new Error('bad script arguments');
+  private async evalConsume(keys: string[], args: (string | number)[]): Promise<ScriptReply> {
+    if (args.length !== 1 + keys.length * ARGS_PER_POLICY) throw new Error('bad script arguments');
     try {
-      return (await this.client.evalsha(CONSUME_SHA, keys.length, ...keys, ...args)) as number[];
+      return (await this.client.evalsha(CONSUME_SHA, keys.length, ...keys, ...args)) as ScriptReply;
     } catch (error) {
       if (!isNoScript(error)) throw error;
       // NOSCRIPT means the script did not run, so sending it in full cannot count twice.
-      return (await this.client.eval(CONSUME_SCRIPT, keys.length, ...keys, ...args)) as number[];
+      return (await this.client.eval(CONSUME_SCRIPT, keys.length, ...keys, ...args)) as ScriptReply;
     }
   }
 
@@ -164,6 +181,9 @@ function groupByHashTag(policies: readonly StorePolicy[]): number[][] {
   });
   return [...groups.values()];
 }
+
+/** See {@link CONSUME_SCRIPT}: a debt alone, or states as they stood. */
+type ScriptReply = number | (number | string | null)[];
 
 const warned = new WeakSet<object>();
 
