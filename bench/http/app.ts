@@ -1,0 +1,187 @@
+/**
+ * One app of the HTTP benchmark, in a process of its own so the load generator never
+ * shares its event loop:
+ *
+ *   node dist-sample/bench/http/app.js <platform> <variant> <port> <redisUrl>
+ *
+ * Serves `GET /hi` ('hi') behind the variant's limiter and prints `ready` once listening.
+ * Every limit is far above what a run can send: the benchmark measures the cost of
+ * deciding, never of refusing. All load comes from 127.0.0.1, so every request counts
+ * against one key, as one busy client would.
+ */
+import 'reflect-metadata';
+import {
+  Controller,
+  Get,
+  HttpException,
+  HttpStatus,
+  Module,
+  type CanActivate,
+  type ExecutionContext,
+  type ModuleMetadata,
+} from '@nestjs/common';
+import { APP_GUARD, NestFactory } from '@nestjs/core';
+import { FastifyAdapter } from '@nestjs/platform-fastify';
+import { ThrottlerGuard, ThrottlerModule } from '@nestjs/throttler';
+import { ThrottlerStorageRedisService } from '@nest-lab/throttler-storage-redis';
+import { Redis } from 'ioredis';
+import { RateLimit, RateLimitModule } from 'nest-rate-limit';
+import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
+// Types only: importing the orchestrator's code would load autocannon into every app.
+import type { HttpPlatform, HttpVariant } from './index.js';
+
+/** Never reached in a run (limit x period must stay within the library's 2^50). */
+const PER_MINUTE = 1_000_000_000;
+const BURST = '1000000/s';
+/** The largest round daily limit the library accepts: 1e7 x 86.4e6 ms < 2^50. */
+const DAILY = '10000000/d';
+
+@Controller()
+class HiController {
+  @Get('hi')
+  hi() {
+    return 'hi';
+  }
+}
+
+/** The same route with two stacked policies and no module default: two keys per request. */
+@Controller()
+class StackedController {
+  @Get('hi')
+  @RateLimit(BURST, { name: 'burst' })
+  @RateLimit(DAILY, { name: 'daily' })
+  hi() {
+    return 'hi';
+  }
+}
+
+/** What Express's `res` and Fastify's `reply` both have. */
+interface HeaderSink {
+  header(name: string, value: string | number): unknown;
+}
+
+/**
+ * A NestJS guard over rate-limiter-flexible as its README suggests: consume a point per
+ * request by IP; 429 with Retry-After when out of points, the X-RateLimit-* headers otherwise.
+ */
+class RlfGuard implements CanActivate {
+  constructor(
+    private readonly limiter: RateLimiterRedis,
+    private readonly points: number,
+  ) {}
+
+  async canActivate(context: ExecutionContext): Promise<boolean> {
+    const http = context.switchToHttp();
+    const ip = http.getRequest<{ ip?: string }>().ip ?? 'unknown';
+    const res = http.getResponse<HeaderSink>();
+    try {
+      this.setHeaders(res, await this.limiter.consume(ip));
+      return true;
+    } catch (rejection) {
+      // rlf rejects with an Error when Redis fails, with a RateLimiterRes when out of points.
+      if (!(rejection instanceof RateLimiterRes)) throw rejection;
+      this.setHeaders(res, rejection);
+      res.header('Retry-After', Math.max(1, Math.ceil(rejection.msBeforeNext / 1000)));
+      throw new HttpException('Too Many Requests', HttpStatus.TOO_MANY_REQUESTS);
+    }
+  }
+
+  private setHeaders(res: HeaderSink, r: RateLimiterRes): void {
+    res.header('X-RateLimit-Limit', this.points);
+    res.header('X-RateLimit-Remaining', r.remainingPoints);
+    res.header('X-RateLimit-Reset', Math.ceil((Date.now() + r.msBeforeNext) / 1000));
+  }
+}
+
+/** The module metadata of one variant. `prefix` keeps its Redis keys apart from the others'. */
+function variantModule(variant: HttpVariant, redisUrl: string, prefix: string): ModuleMetadata {
+  const nrl = (options: Parameters<typeof RateLimitModule.forRoot>[0]) => ({
+    imports: [RateLimitModule.forRoot({ prefix, ...options })],
+    controllers: [HiController],
+  });
+  const perMinute = `${PER_MINUTE}/m`;
+  switch (variant) {
+    case 'none':
+      return { controllers: [HiController] };
+    case 'nrl-tb':
+      return nrl({ redis: redisUrl, default: perMinute, algorithm: 'token-bucket' });
+    case 'nrl-gcra':
+      return nrl({ redis: redisUrl, default: perMinute, algorithm: 'gcra' });
+    case 'nrl-sw':
+      return nrl({ redis: redisUrl, default: perMinute, algorithm: 'sliding-window' });
+    case 'nrl-stacked':
+      return {
+        imports: [RateLimitModule.forRoot({ redis: redisUrl, prefix, algorithm: 'token-bucket' })],
+        controllers: [StackedController],
+      };
+    case 'nrl-memory':
+      return nrl({ store: 'memory', default: perMinute, algorithm: 'token-bucket' });
+    case 'throttler-memory':
+      return {
+        imports: [ThrottlerModule.forRoot([{ ttl: 60_000, limit: PER_MINUTE }])],
+        controllers: [HiController],
+        providers: [{ provide: APP_GUARD, useClass: ThrottlerGuard }],
+      };
+    case 'throttler-redis': {
+      // The storage builds its own keys: the client's keyPrefix is how a user separates them.
+      const client = new Redis(redisUrl, { keyPrefix: `${prefix}:` });
+      const storage = new ThrottlerStorageRedisService(client);
+      return {
+        imports: [
+          ThrottlerModule.forRoot({ throttlers: [{ ttl: 60_000, limit: PER_MINUTE }], storage }),
+        ],
+        controllers: [HiController],
+        providers: [{ provide: APP_GUARD, useClass: ThrottlerGuard }],
+      };
+    }
+    case 'rlf-redis': {
+      const limiter = new RateLimiterRedis({
+        storeClient: new Redis(redisUrl),
+        keyPrefix: prefix,
+        points: PER_MINUTE,
+        duration: 60,
+      });
+      return {
+        controllers: [HiController],
+        providers: [{ provide: APP_GUARD, useValue: new RlfGuard(limiter, PER_MINUTE) }],
+      };
+    }
+    default:
+      throw new Error(`unknown variant ${String(variant)}`);
+  }
+}
+
+async function main(): Promise<void> {
+  // Started by the benchmark (an IPC channel): die with it, even when it is killed without a
+  // chance to stop its apps, and even while this one is still booting.
+  if (process.send) {
+    process.on('disconnect', () => process.exit(0));
+    if (!process.connected) process.exit(0);
+  }
+  const [platform, variant, port, redisUrl] = process.argv.slice(2) as [
+    HttpPlatform,
+    HttpVariant,
+    string?,
+    string?,
+  ];
+  if ((platform !== 'express' && platform !== 'fastify') || !port || !redisUrl) {
+    throw new Error('usage: app.js <express|fastify> <variant> <port> <redisUrl>');
+  }
+  // The pid keeps counters of both platforms, and of earlier runs on the same Redis, apart.
+  const prefix = `bench:${variant}:${process.pid}`;
+
+  @Module(variantModule(variant, redisUrl, prefix))
+  class BenchModule {}
+
+  const app =
+    platform === 'express'
+      ? await NestFactory.create(BenchModule, { logger: false })
+      : await NestFactory.create(BenchModule, new FastifyAdapter(), { logger: false });
+  await app.listen(Number(port), '127.0.0.1');
+  console.log('ready');
+}
+
+main().catch((error: unknown) => {
+  console.error(error);
+  process.exit(1);
+});

@@ -1,0 +1,289 @@
+/**
+ * The HTTP overhead of a limiter: the same one-route Nest app behind each variant (see
+ * app.ts), loaded with autocannon from this process while the app runs in its own. Rounds
+ * interleave the variants, each round starting one further along, so drift (thermal,
+ * background load, Redis growing) spreads over all of them instead of biasing whoever runs
+ * first or last; the median over rounds is reported, against `none` on the same platform.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createServer } from 'node:net';
+import { fileURLToPath } from 'node:url';
+import autocannon from 'autocannon';
+
+export const HTTP_PLATFORMS = ['express', 'fastify'] as const;
+export type HttpPlatform = (typeof HTTP_PLATFORMS)[number];
+export const HTTP_VARIANTS = [
+  'none',
+  'nrl-tb',
+  'nrl-gcra',
+  'nrl-sw',
+  'nrl-stacked',
+  'nrl-memory',
+  'throttler-memory',
+  'throttler-redis',
+  'rlf-redis',
+] as const;
+export type HttpVariant = (typeof HTTP_VARIANTS)[number];
+
+export interface HttpRow {
+  platform: HttpPlatform;
+  variant: string;
+  /** Medians over the rounds. */
+  rps: number;
+  p50Ms: number;
+  p99Ms: number;
+  /** Against `none` on the same platform: rps variant/none, latencies variant/none. */
+  rpsRatio: number;
+  p50Ratio: number;
+  p99Ratio: number;
+  /** Requests per second of each round, in round order. */
+  rounds: number[];
+  /** Responses other than 2xx plus requests that got no response, over all rounds. */
+  non2xx: number;
+}
+
+export interface HttpBenchOptions {
+  redisUrl: string;
+  platforms?: HttpPlatform[];
+  /** Default: all of {@link HTTP_VARIANTS}; `none` is always added, as the baseline. */
+  variants?: string[];
+  rounds: number;
+  durationS: number;
+  /** Default 64. */
+  connections?: number;
+  log: (line: string) => void;
+}
+
+const APP = fileURLToPath(new URL('./app.js', import.meta.url));
+const READY_TIMEOUT_MS = 20_000;
+const WARMUP_S = 1;
+
+/** A port the OS says is free now (the app binds it a moment later; a clash fails loudly). */
+export async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+/** Apps still running, killed should this process exit without stopping them. */
+const running = new Set<ChildProcess>();
+let exitHooked = false;
+
+function killOnExit(child: ChildProcess): void {
+  // One listener for all: one per app would trip Node's MaxListeners warning.
+  if (!exitHooked) process.once('exit', () => running.forEach((c) => c.kill('SIGKILL')));
+  exitHooked = true;
+  running.add(child);
+  child.once('exit', () => running.delete(child));
+}
+
+interface App {
+  variant: string;
+  url: string;
+  /** Throws, with the app's output, when it has died. */
+  assertAlive(): void;
+  stop(): Promise<void>;
+}
+
+async function startApp(platform: HttpPlatform, variant: string, redisUrl: string): Promise<App> {
+  const port = await freePort();
+  // The IPC channel lets the app notice when this process dies without stopping it.
+  const child = spawn(process.execPath, [APP, platform, variant, String(port), redisUrl], {
+    stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
+  });
+  const output: string[] = [];
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const dead = () => child.exitCode !== null || child.signalCode !== null;
+  const kill = () => child.kill('SIGKILL');
+  killOnExit(child);
+  const describe = () => `${variant} on ${platform}`;
+  const app: App = {
+    variant,
+    url: `http://127.0.0.1:${port}/hi`,
+    assertAlive() {
+      if (dead())
+        throw new Error(
+          `${describe()} died (${child.exitCode ?? child.signalCode}):\n${output.join('')}`,
+        );
+    },
+    async stop() {
+      if (!dead()) {
+        child.kill('SIGTERM');
+        const timer = setTimeout(kill, 2000);
+        await exited;
+        clearTimeout(timer);
+      }
+    },
+  };
+  try {
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(
+        () =>
+          reject(
+            new Error(`${describe()} not ready in ${READY_TIMEOUT_MS} ms:\n${output.join('')}`),
+          ),
+        READY_TIMEOUT_MS,
+      );
+      // Piped, as stdio says; the four-slot form of spawn() types them as nullable.
+      child.stderr!.setEncoding('utf8').on('data', (chunk: string) => output.push(chunk));
+      child.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
+        output.push(chunk);
+        if (/^ready$/m.test(output.join(''))) {
+          clearTimeout(timer);
+          resolve();
+        }
+      });
+      void exited.then(() => {
+        clearTimeout(timer);
+        reject(new Error(`${describe()} exited before ready:\n${output.join('')}`));
+      });
+    });
+  } catch (error) {
+    await app.stop();
+    throw error;
+  }
+  return app;
+}
+
+interface Sample {
+  rps: number;
+  p50Ms: number;
+  p99Ms: number;
+  non2xx: number;
+}
+
+/** Nearest-rank percentile of ascending values. */
+function percentile(sorted: Float64Array, q: number): number {
+  return sorted[Math.max(0, Math.ceil(q * sorted.length) - 1)] ?? NaN;
+}
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+}
+
+async function load(url: string, durationS: number, connections: number): Promise<Sample> {
+  // autocannon's own histogram keeps whole milliseconds, too coarse at a few ms per request.
+  const latencies: number[] = [];
+  const result = await new Promise<autocannon.Result>((resolve, reject) => {
+    const instance = autocannon(
+      { url, connections, duration: durationS, pipelining: 1 },
+      (error: unknown, res: autocannon.Result) => (error ? reject(error) : resolve(res)),
+    );
+    instance.on('response', (_client, _status, _bytes, ms) => latencies.push(ms));
+  });
+  const sorted = Float64Array.from(latencies).sort();
+  return {
+    rps: result.requests.average,
+    p50Ms: percentile(sorted, 0.5),
+    p99Ms: percentile(sorted, 0.99),
+    non2xx: result.non2xx + result.errors,
+  };
+}
+
+/** Runs the benchmark, logs one table per platform, and returns every row. */
+export async function runHttpBench(opts: HttpBenchOptions): Promise<HttpRow[]> {
+  const connections = opts.connections ?? 64;
+  const unknown = (opts.variants ?? []).filter(
+    (v) => !(HTTP_VARIANTS as readonly string[]).includes(v),
+  );
+  if (unknown.length) throw new Error(`unknown HTTP variants: ${unknown.join(', ')}`);
+  const variants = ['none', ...(opts.variants ?? HTTP_VARIANTS).filter((v) => v !== 'none')];
+  const rows: HttpRow[] = [];
+  for (const platform of opts.platforms ?? HTTP_PLATFORMS) {
+    // All apps idle side by side: only the one under load uses the CPU.
+    const started = await Promise.allSettled(
+      variants.map((v) => startApp(platform, v, opts.redisUrl)),
+    );
+    const apps = started.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
+    try {
+      const failed = started.find((s) => s.status === 'rejected');
+      if (failed) throw failed.reason;
+      for (const app of apps) await load(app.url, WARMUP_S, connections);
+      const samples = new Map(apps.map((app) => [app.variant, [] as Sample[]]));
+      for (let round = 0; round < opts.rounds; round++) {
+        for (let i = 0; i < apps.length; i++) {
+          const app = apps[(round + i) % apps.length]!;
+          const sample = await load(app.url, opts.durationS, connections);
+          app.assertAlive();
+          samples.get(app.variant)!.push(sample);
+        }
+        const done = apps.map(
+          (a) => `${a.variant} ${Math.round(samples.get(a.variant)![round]!.rps)}`,
+        );
+        opts.log(`${platform} round ${round + 1}/${opts.rounds} req/s: ${done.join(', ')}`);
+      }
+      const platformRows = summarise(platform, samples);
+      for (const line of table(platform, platformRows, connections)) opts.log(line);
+      rows.push(...platformRows);
+    } finally {
+      await Promise.all(apps.map((app) => app.stop()));
+    }
+  }
+  return rows;
+}
+
+function summarise(platform: HttpPlatform, samples: Map<string, Sample[]>): HttpRow[] {
+  const medians = [...samples].map(([variant, s]) => ({
+    variant,
+    rps: median(s.map((x) => x.rps)),
+    p50Ms: median(s.map((x) => x.p50Ms)),
+    p99Ms: median(s.map((x) => x.p99Ms)),
+    rounds: s.map((x) => x.rps),
+    non2xx: s.reduce((sum, x) => sum + x.non2xx, 0),
+  }));
+  const none = medians.find((m) => m.variant === 'none')!;
+  return medians.map((m) => ({
+    platform,
+    ...m,
+    rpsRatio: m.rps / none.rps,
+    p50Ratio: m.p50Ms / none.p50Ms,
+    p99Ratio: m.p99Ms / none.p99Ms,
+  }));
+}
+
+function table(platform: HttpPlatform, rows: HttpRow[], connections: number): string[] {
+  const header = [
+    'variant',
+    'req/s',
+    '×none',
+    'p50 ms',
+    '×none',
+    'p99 ms',
+    '×none',
+    'per-round req/s',
+  ];
+  const body = rows.map((r) => [
+    r.non2xx ? `${r.variant} !` : r.variant,
+    r.rps.toFixed(0),
+    r.rpsRatio.toFixed(2),
+    r.p50Ms.toFixed(2),
+    r.p50Ratio.toFixed(2),
+    r.p99Ms.toFixed(2),
+    r.p99Ratio.toFixed(2),
+    r.rounds.map((x) => x.toFixed(0)).join(' '),
+  ]);
+  const widths = header.map((h, i) => Math.max(h.length, ...body.map((cells) => cells[i]!.length)));
+  // Names and the last column read left to right; numbers line up on the right.
+  const format = (cells: string[]) =>
+    cells
+      .map((c, i) =>
+        i === 0 || i === cells.length - 1 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!),
+      )
+      .join('  ')
+      .trimEnd();
+  const flagged = rows.filter((r) => r.non2xx);
+  return [
+    `HTTP ${platform}, ${connections} connections, median of ${rows[0]?.rounds.length ?? 0} rounds:`,
+    format(header),
+    ...body.map(format),
+    ...(flagged.length
+      ? [
+          `! non-2xx or failed requests: ${flagged.map((r) => `${r.variant} ${r.non2xx}`).join(', ')}`,
+        ]
+      : []),
+  ];
+}

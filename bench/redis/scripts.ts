@@ -1,0 +1,103 @@
+/**
+ * Part 3b: each script under redis-benchmark (EVALSHA, random identities), which gives the
+ * Redis-side cost without Node in the way. An empty script and one INCR set the floor.
+ */
+import { spawn } from 'node:child_process';
+import type { Redis } from 'ioredis';
+import { fmt, median, table } from '../support.js';
+import type { Contender } from './contenders.js';
+import { commandStats } from './store.js';
+
+export interface ScriptRow {
+  script: string;
+  usecPerCall: number;
+  /** Calls per second redis-benchmark reached (client-bound; for orientation only). */
+  callsPerSecond: number;
+}
+
+const FLOOR = [
+  { name: 'empty script', lua: 'return 1', keys: [] as string[], args: [] as (string | number)[] },
+  {
+    name: 'one INCR',
+    lua: "return redis.call('INCR', KEYS[1])",
+    keys: ['incr:__rand_int__'],
+    args: [],
+  },
+];
+
+function redisBenchmark(port: number, args: string[]): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const child = spawn('redis-benchmark', ['-p', String(port), ...args], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    let output = '';
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
+    child.once('error', reject);
+    child.once('exit', (code) => {
+      // -q --csv prints `"EVALSHA ...","<requests per second>",...`
+      const match = /"([\d.]+)"/.exec(
+        output.split('\n').find((l) => l.startsWith('"EVALSHA')) ?? '',
+      );
+      if (code !== 0 || !match) reject(new Error(`redis-benchmark failed (${code}):\n${output}`));
+      else resolve(Number(match[1]));
+    });
+  });
+}
+
+export async function runScriptBench(options: {
+  admin: Redis;
+  port: number;
+  contenders: Contender[];
+  rounds: number;
+  requests: number;
+  log: (line: string) => void;
+}): Promise<ScriptRow[]> {
+  const scripts = [...FLOOR, ...options.contenders.map((c) => ({ name: c.name, ...c.script }))];
+  const usec = new Map<string, number[]>();
+  const rps = new Map<string, number[]>();
+  for (let round = 0; round < options.rounds; round++) {
+    for (const s of scripts) {
+      const sha = (await options.admin.script('LOAD', s.lua)) as string;
+      await options.admin.config('RESETSTAT');
+      const perSecond = await redisBenchmark(options.port, [
+        '-n',
+        String(options.requests),
+        '-c',
+        '16',
+        '-r',
+        '100000',
+        '-q',
+        '--csv',
+        'EVALSHA',
+        sha,
+        String(s.keys.length),
+        ...s.keys,
+        ...s.args.map(String),
+      ]);
+      const stats = await commandStats(options.admin, 'evalsha');
+      (usec.get(s.name) ?? usec.set(s.name, []).get(s.name)!).push(stats.usec / stats.calls);
+      (rps.get(s.name) ?? rps.set(s.name, []).get(s.name)!).push(perSecond);
+    }
+  }
+  const rows = scripts.map((s) => ({
+    script: s.name,
+    usecPerCall: median(usec.get(s.name)!),
+    callsPerSecond: median(rps.get(s.name)!),
+  }));
+  const rlf = rows.find((r) => r.script === 'rlf-redis')!;
+  options.log(
+    `\nPart 3b. redis-benchmark EVALSHA, ${options.requests} calls, c=16, 100000 random identities (median of ${options.rounds})`,
+  );
+  options.log(
+    table(
+      ['script', 'usec_per_call', '×rlf', 'calls/s'],
+      rows.map((r) => [
+        r.script,
+        fmt(r.usecPerCall),
+        fmt(r.usecPerCall / rlf.usecPerCall),
+        Math.round(r.callsPerSecond),
+      ]),
+    ),
+  );
+  return rows;
+}

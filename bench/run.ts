@@ -1,0 +1,107 @@
+/**
+ * `npm run bench`: every part, one table each, on a private Redis; writes
+ * bench/results/<date>.json with the machine facts. See bench/README.md.
+ *
+ *   BENCH_PARTS=http,store,scripts,memory,hotkey   which parts (default: all)
+ *   BENCH_ROUNDS=3      interleaved rounds per part (medians are reported)
+ *   BENCH_DURATION=4    seconds per HTTP variant per round
+ *   BENCH_CONNECTIONS=64  autocannon connections
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { cpus, totalmem } from 'node:os';
+import { fileURLToPath } from 'node:url';
+import { runHttpBench } from './http/index.js';
+import { contenders, newClient } from './redis/contenders.js';
+import { runHotKeyBench } from './redis/hotkey.js';
+import { runMemoryBench } from './redis/memory.js';
+import { runScriptBench } from './redis/scripts.js';
+import { runStoreBench } from './redis/store.js';
+import { startRedis } from './support.js';
+
+const env = process.env;
+const parts = new Set((env.BENCH_PARTS ?? 'http,store,scripts,memory,hotkey').split(','));
+const rounds = Number(env.BENCH_ROUNDS ?? 3);
+const log = (line: string) => console.log(line);
+const began = Date.now();
+
+const redis = await startRedis();
+const admin = newClient(redis.url);
+const results: Record<string, unknown> = {};
+try {
+  const info = await admin.info('server');
+  const machine = {
+    cpu: cpus()[0]?.model ?? 'unknown',
+    cores: cpus().length,
+    memoryGiB: Math.round(totalmem() / 2 ** 30),
+    node: process.version,
+    redis: /redis_version:(\S+)/.exec(info)?.[1] ?? 'unknown',
+    platform: `${process.platform} ${process.arch}`,
+  };
+  log(`nest-rate-limit benchmarks, ${new Date().toISOString()}`);
+  log(
+    `${machine.cpu}, ${machine.cores} cores, ${machine.memoryGiB} GiB; Node ${machine.node}; Redis ${machine.redis}`,
+  );
+  results.date = new Date().toISOString();
+  results.machine = machine;
+  results.rounds = rounds;
+
+  if (parts.has('http')) {
+    results.http = await runHttpBench({
+      redisUrl: redis.url,
+      rounds,
+      durationS: Number(env.BENCH_DURATION ?? 4),
+      connections: Number(env.BENCH_CONNECTIONS ?? 64),
+      log,
+    });
+  }
+  if (parts.has('store')) {
+    results.store = await runStoreBench({
+      redisUrl: redis.url,
+      rounds,
+      concurrencies: [1, 16, 256],
+      decisions: (c) => (c === 1 ? 3000 : 20_000),
+      identities: 10_000,
+      log,
+    });
+  }
+  const list = contenders(admin);
+  if (parts.has('scripts')) {
+    results.scripts = await runScriptBench({
+      admin,
+      port: redis.port,
+      contenders: list,
+      rounds,
+      requests: 50_000,
+      log,
+    });
+  }
+  if (parts.has('memory')) {
+    // A budget whose state outlives the measurement: a GCRA key lives only as long as its
+    // debt (36 s after one request at 100/h), a window key for the window.
+    results.memory = await runMemoryBench({
+      admin,
+      contenders: contenders(admin, { limit: 100, periodS: 3600 }),
+      identities: 2000,
+      log,
+    });
+  }
+  if (parts.has('hotkey')) {
+    results.hotKey = await runHotKeyBench({
+      admin,
+      contenders: list,
+      decisions: 30_000,
+      concurrency: 64,
+      log,
+    });
+  }
+  const seconds = (Date.now() - began) / 1000;
+  results.seconds = seconds;
+  const dir = fileURLToPath(new URL('../results/', import.meta.url));
+  mkdirSync(dir, { recursive: true });
+  const file = `${dir}${new Date().toISOString().slice(0, 10)}.json`;
+  writeFileSync(file, `${JSON.stringify(results, null, 2)}\n`);
+  log(`\nwrote ${file}; ${seconds.toFixed(0)} s in all`);
+} finally {
+  admin.disconnect();
+  await redis.stop();
+}
