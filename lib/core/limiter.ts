@@ -195,15 +195,18 @@ export class RateLimiter {
         const policy = toPolicy(input);
         if (entryScope !== undefined) checkScope(entryScope);
         const policyScope = policy.scope ?? entryScope ?? scope;
-        // Identity, scope and name identify a budget; two on one request would count twice against it.
-        const budget = JSON.stringify([identity, policyScope, policy.name]);
-        if (budgets.has(budget)) {
-          throw new RateLimitConfigError(
-            'ERR_RATE_LIMIT_DUPLICATE_POLICY',
-            `two policies named "${policy.name}" in scope "${policyScope}" on one request`,
-          );
+        // Identity, scope and name identify a budget; two on one request would count twice
+        // against it. (Scopes and names cannot hold NUL; a single entry has nothing to clash with.)
+        if (entries.length > 1) {
+          const budget = `${identity}\0${policyScope}\0${policy.name}`;
+          if (budgets.has(budget)) {
+            throw new RateLimitConfigError(
+              'ERR_RATE_LIMIT_DUPLICATE_POLICY',
+              `two policies named "${policy.name}" in scope "${policyScope}" on one request`,
+            );
+          }
+          budgets.add(budget);
         }
-        budgets.add(budget);
         const spend = entryCost ?? policy.cost ?? cost;
         if (entryCost !== undefined) checkCost(entryCost, undefined, policy.name);
         policies.push(policy);

@@ -31,67 +31,73 @@ export function retryAfterSeconds(policies: readonly PolicyDecision[]): number |
 }
 
 /** What a policy shows: a denying policy has nothing left until its retry-after. */
-function shown(p: HeaderPolicy): { remaining: number; resetS: number } {
-  if (p.allowed || p.retryAfterMs === Infinity)
-    return { remaining: p.remaining, resetS: toSeconds(p.resetMs) };
-  return { remaining: 0, resetS: Math.max(1, toSeconds(p.retryAfterMs)) };
+/** The remaining and reset a policy shows: a denied policy shows 0 left until its wait ends. */
+function shownRemaining(p: HeaderPolicy): number {
+  return p.allowed || p.retryAfterMs === Infinity ? p.remaining : 0;
+}
+
+function shownResetS(p: HeaderPolicy): number {
+  return p.allowed || p.retryAfterMs === Infinity
+    ? toSeconds(p.resetMs)
+    : Math.max(1, toSeconds(p.retryAfterMs));
 }
 
 /**
- * The legacy `X-RateLimit-*` headers, of the most restrictive policy: the lowest
- * remaining, ties going to the longest reset. `X-RateLimit-Reset` is in delta seconds.
+ * Legacy headers of the most restrictive policy (lowest remaining; ties: longest reset),
+ * added to `out`.
  */
-export function legacyHeaders(policies: readonly HeaderPolicy[]): Record<string, string> {
-  let best: { p: HeaderPolicy; remaining: number; resetS: number } | undefined;
+export function legacyHeaders(
+  policies: readonly HeaderPolicy[],
+  out: Record<string, string> = {},
+): Record<string, string> {
+  let best: HeaderPolicy | undefined;
+  let bestRemaining = 0;
+  let bestReset = 0;
   for (const p of policies) {
-    const s = shown(p);
-    if (
-      !best ||
-      s.remaining < best.remaining ||
-      (s.remaining === best.remaining && s.resetS > best.resetS)
-    ) {
-      best = { p, ...s };
+    const remaining = shownRemaining(p);
+    const reset = shownResetS(p);
+    if (!best || remaining < bestRemaining || (remaining === bestRemaining && reset > bestReset)) {
+      best = p;
+      bestRemaining = remaining;
+      bestReset = reset;
     }
   }
-  if (!best) return {};
-  return {
-    'X-RateLimit-Limit': String(best.p.limit),
-    'X-RateLimit-Remaining': String(best.remaining),
-    'X-RateLimit-Reset': String(best.resetS),
-  };
+  if (!best) return out;
+  out['X-RateLimit-Limit'] = String(best.limit);
+  out['X-RateLimit-Remaining'] = String(bestRemaining);
+  out['X-RateLimit-Reset'] = String(bestReset);
+  return out;
+}
+
+/** `RateLimit-Policy` and `RateLimit` (draft-ietf-httpapi-ratelimit-headers-10), added to `out`. */
+export function draft10Headers(
+  policies: readonly HeaderPolicy[],
+  out: Record<string, string> = {},
+): Record<string, string> {
+  let policy = '';
+  let limit = '';
+  for (const p of policies) {
+    const sep = policy === '' ? '' : ', ';
+    // `w` is whole seconds: a period that is not (`10/500ms`) goes without it rather than misstate it.
+    policy += `${sep}"${p.name}";q=${p.limit}${p.periodMs % 1000 === 0 ? `;w=${p.periodMs / 1000}` : ''}`;
+    limit += `${sep}"${p.name}";r=${shownRemaining(p)};t=${shownResetS(p)}`;
+  }
+  if (policy === '') return out;
+  out['RateLimit-Policy'] = policy;
+  out.RateLimit = limit;
+  return out;
 }
 
 /**
- * `RateLimit-Policy` and `RateLimit` as in draft-ietf-httpapi-ratelimit-headers-10
- * (the same wire format as -08 and -09): one list member per policy,
- * `"name";q=<quota>;w=<window s>` and `"name";r=<remaining>;t=<reset s>`.
+ * Every header for these policies, per `options`: legacy `X-RateLimit-*` and the draft-10
+ * pair. Values in seconds, rounded up.
  */
-export function draft10Headers(policies: readonly HeaderPolicy[]): Record<string, string> {
-  if (policies.length === 0) return {};
-  return {
-    // `w` is whole seconds: a period that is not (`10/500ms`) goes without it rather than misstate it.
-    'RateLimit-Policy': policies
-      .map(
-        (p) =>
-          `"${p.name}";q=${p.limit}${p.periodMs % 1000 === 0 ? `;w=${p.periodMs / 1000}` : ''}`,
-      )
-      .join(', '),
-    RateLimit: policies
-      .map((p) => {
-        const s = shown(p);
-        return `"${p.name}";r=${s.remaining};t=${s.resetS}`;
-      })
-      .join(', '),
-  };
-}
-
-/** Every informational header for these policies, per the options. */
 export function rateLimitHeaders(
   policies: readonly HeaderPolicy[],
   options: HeaderOptions = {},
 ): Record<string, string> {
-  return {
-    ...(options.legacy !== false && legacyHeaders(policies)),
-    ...(options.standard !== false && draft10Headers(policies)),
-  };
+  const out: Record<string, string> = {};
+  if (options.legacy !== false) legacyHeaders(policies, out);
+  if (options.standard !== false) draft10Headers(policies, out);
+  return out;
 }

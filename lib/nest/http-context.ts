@@ -22,10 +22,10 @@ export function setHeaders(ctx: ExecutionContext, headers: Record<string, string
     header?: (name: string, value: string) => void;
     raw?: unknown;
   }>();
-  for (const [name, value] of Object.entries(headers)) {
-    // Fastify's reply has `header` and a `raw` Node response; Express's has `setHeader`.
-    if (response.raw !== undefined && typeof response.header === 'function')
-      response.header(name, value);
-    else response.setHeader?.(name, value);
+  // Fastify's reply has `header` and a `raw` Node response; Express's has `setHeader`.
+  const fastify = response.raw !== undefined && typeof response.header === 'function';
+  for (const name in headers) {
+    if (fastify) response.header!(name, headers[name]!);
+    else response.setHeader?.(name, headers[name]!);
   }
 }

@@ -45,7 +45,7 @@ export interface RateLimitModuleOptions {
   ipv6Subnet?: number;
   /** Replaces the 429 message. */
   errorMessage?: string | ((decision: Decision) => string);
-  /** Register the guard and interceptor for every route. Default true; false for `@UseGuards(RateLimitGuard)`. */
+  /** Register the guard for every route. Default true; false for `@UseGuards(RateLimitGuard)`. */
   global?: boolean;
   /** See `RateLimiterOptions.circuitBreaker`. */
   circuitBreaker?: CircuitBreakerOptions | false;

@@ -8,9 +8,10 @@ import type { Observable } from 'rxjs';
 import { outcomeOf, setHeaders } from './http-context.js';
 
 /**
- * Writes the informational rate-limit headers (DESIGN §7) before the handler runs, so
- * they reach every response the handler produces. The guard writes them as well (a later
- * guard may refuse the request); writing them twice sets the same values.
+ * Writes the informational rate-limit headers (DESIGN §7) again before the handler runs.
+ * Not needed: {@link RateLimitGuard} writes them before any later guard or the handler,
+ * and the module no longer registers this globally (it cost an RxJS pipeline per
+ * request). Kept for applications that list it in `@UseInterceptors`; it does no harm.
  */
 @Injectable()
 export class RateLimitInterceptor implements NestInterceptor {

@@ -57,6 +57,7 @@ export interface RequestOutcome {
 }
 
 const NO_LIMIT: RequestOutcome = { allowed: true, headers: {} };
+const NO_RULES: Rule[] = [];
 
 /** The rules of one route, split once by mode. */
 export interface Route {
@@ -64,6 +65,8 @@ export interface Route {
   readonly name: string;
   readonly enforced: readonly Rule[];
   readonly shadowed: readonly Rule[];
+  /** Every enforced rule has a fixed policy and cost: nothing to await but its identity. */
+  readonly fixed: boolean;
 }
 
 type Entry = { rule: Rule; entry: LimitEntry };
@@ -121,10 +124,12 @@ export class RateLimitRuntime {
     const rules = [...merged.values()].map(({ declared, isDefault }) =>
       this.toRule(declared, isDefault ? 'global' : routeScope),
     );
+    const enforced = rules.filter((r) => !r.shadow);
     const route = {
       name,
-      enforced: rules.filter((r) => !r.shadow),
+      enforced,
       shadowed: rules.filter((r) => r.shadow),
+      fixed: enforced.every((r) => r.policy !== undefined && typeof r.cost === 'number'),
     };
     if (!byHandler) this.routes.set(controller, (byHandler = new Map()));
     byHandler.set(handler, route);
@@ -140,12 +145,9 @@ export class RateLimitRuntime {
     const route = this.routeOf(ctx.getClass(), ctx.getHandler());
     if (route.enforced.length === 0 && route.shadowed.length === 0) return NO_LIMIT;
     const identities = this.identities(ctx, route);
-    const { entries: enforcing, broken } = await this.entriesOf(
-      ctx,
-      route,
-      route.enforced,
-      identities,
-    );
+    const { entries: enforcing, broken } =
+      this.fixedEntries(route, identities) ??
+      (await this.entriesOf(ctx, route, route.enforced, identities));
     // A policy whose rate or cost function failed is left out, changing nothing; the other
     // policies still apply. A fail-closed one refuses instead, as when its store is down.
     if (broken.length > 0 && broken.some((r) => r.failClosed)) return this.failure(broken);
@@ -175,39 +177,67 @@ export class RateLimitRuntime {
   }
 
   /** Each key function runs once per request; a broken one falls back to the client IP. */
+  /**
+   * The identity of each key function, computed once per request. Synchronous when the key
+   * function is (the usual case), so a fixed route awaits nothing before the store call.
+   */
   private identities(ctx: ExecutionContext, route: Route) {
     const request = ctx.switchToHttp().getRequest<RequestLike>();
     let ip: string | undefined;
     const helpers: KeyHelpers = { ip: () => (ip ??= ipIdentity(request, this.options)) };
-    const cache = new Map<KeyFn, Promise<string>>();
-    return (key: KeyFn): Promise<string> => {
+    const accept = (id: unknown): string => {
+      if (id === undefined || id === '') return helpers.ip();
+      if (typeof id === 'string') return id;
+      if (typeof id === 'number' && Number.isFinite(id)) return String(id);
+      throw new RateLimitConfigError(
+        'ERR_RATE_LIMIT_OPTION',
+        `a key function returned ${quote(id)}`,
+        route.name,
+      );
+    };
+    const fallback = (error: unknown): string => {
+      this.configError(route.name, error);
+      return helpers.ip();
+    };
+    const cache = new Map<KeyFn, string | Promise<string>>();
+    return (key: KeyFn): string | Promise<string> => {
       let identity = cache.get(key);
-      if (!identity) {
-        identity = (async () => {
-          const id: unknown = await key(ctx, helpers);
-          if (id === undefined || id === '') return helpers.ip();
-          if (typeof id === 'string') return id;
-          if (typeof id === 'number' && Number.isFinite(id)) return String(id);
-          throw new RateLimitConfigError(
-            'ERR_RATE_LIMIT_OPTION',
-            `a key function returned ${quote(id)}`,
-            route.name,
-          );
-        })().catch((error: unknown) => {
-          this.configError(route.name, error);
-          return helpers.ip();
-        });
+      if (identity === undefined) {
+        try {
+          const id: unknown = key(ctx, helpers);
+          identity = isThenable(id) ? Promise.resolve(id).then(accept).catch(fallback) : accept(id);
+        } catch (error) {
+          identity = fallback(error);
+        }
         cache.set(key, identity);
       }
       return identity;
     };
   }
 
+  /** The entries of a fixed route whose identities are all known already; else undefined. */
+  private fixedEntries(
+    route: Route,
+    identityOf: (key: KeyFn) => string | Promise<string>,
+  ): { entries: Entry[]; broken: Rule[] } | undefined {
+    if (!route.fixed) return undefined;
+    const entries: Entry[] = [];
+    for (const rule of route.enforced) {
+      const identity = identityOf(rule.key);
+      if (typeof identity !== 'string') return undefined;
+      entries.push({
+        rule,
+        entry: { identity, policy: rule.policy!, cost: rule.cost as number, scope: rule.scope },
+      });
+    }
+    return { entries, broken: NO_RULES };
+  }
+
   private async entriesOf(
     ctx: ExecutionContext,
     route: Route,
     rules: readonly Rule[],
-    identityOf: (key: KeyFn) => Promise<string>,
+    identityOf: (key: KeyFn) => string | Promise<string>,
   ): Promise<{ entries: Entry[]; broken: Rule[] }> {
     const broken: Rule[] = [];
     const fail = (rule: Rule) => (error: unknown) => {
@@ -403,6 +433,10 @@ export function declareDefault(options: RateLimitModuleOptions): DeclaredPolicy 
     return declare(given, {}, where);
   }
   throw new RateLimitConfigError('ERR_RATE_LIMIT_RATE', `invalid default ${quote(given)}`, where);
+}
+
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return typeof (value as PromiseLike<unknown> | null)?.then === 'function';
 }
 
 function messageOf(error: unknown): string {
