@@ -227,14 +227,19 @@ export class RateLimiter {
       },
     );
     const outcomes = await this.guard(() => this.store.consume(storePolicies));
-    const decisions: PolicyDecision[] = outcomes.map((o, i) => ({
-      name: policies[i]!.name,
-      allowed: o.allowed,
-      limit: policies[i]!.limit,
-      remaining: o.remaining,
-      resetMs: o.resetMs,
-      retryAfterMs: o.retryAfterMs,
-    }));
+    const decisions: PolicyDecision[] = outcomes.map((o, i) => {
+      const decision: PolicyDecision = {
+        name: policies[i]!.name,
+        allowed: o.allowed,
+        limit: o.override?.limit ?? policies[i]!.limit,
+        remaining: o.remaining,
+        resetMs: o.resetMs,
+        retryAfterMs: o.retryAfterMs,
+      };
+      if (o.exempt) return { ...decision, exempt: true };
+      if (o.override) return { ...decision, override: { periodMs: o.override.periodMs } };
+      return decision;
+    });
     if (decisions.every((d) => d.allowed)) return { allowed: true, policies: decisions };
     const reason = decisions.some((d) => d.retryAfterMs === Infinity)
       ? 'cost_exceeds_limit'

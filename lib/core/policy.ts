@@ -76,6 +76,13 @@ export interface PolicyDecision {
    * the policy's capacity. 0 when this policy admits.
    */
   readonly retryAfterMs: number;
+  /** The identity is exempt (an operator's exemption): admitted, nothing spent. */
+  readonly exempt?: true;
+  /**
+   * An operator's override was in force: `limit` above is its limit, and this its period
+   * in ms.
+   */
+  readonly override?: { readonly periodMs: number };
 }
 
 /** The verdict on one request: admitted only if every policy admits (all-or-nothing). */

@@ -329,7 +329,8 @@ export class RateLimitRuntime {
     const shown: HeaderPolicy[] = [];
     decision.policies.forEach((p, i) => {
       const { rule, entry } = enforcing[i]!;
-      if (rule.headers) shown.push({ ...p, periodMs: (entry.policy as Policy).periodMs });
+      if (rule.headers)
+        shown.push({ ...p, periodMs: p.override?.periodMs ?? (entry.policy as Policy).periodMs });
     });
     const headers = this.headerOptions === false ? {} : rateLimitHeaders(shown, this.headerOptions);
     if (decision.allowed) return { allowed: true, headers, decision };

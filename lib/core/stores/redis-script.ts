@@ -9,7 +9,8 @@ export const ARGS_PER_POLICY = 5;
  * One script for every request: all policies of the request, any mix of algorithms,
  * decided and committed atomically, all-or-nothing (DESIGN §4).
  *
- * KEYS[i]: policy i's state key (all keys of a call share one hash tag).
+ * KEYS[i]: policy i's state key (all keys of a call share one hash tag). The script also
+ * reads each identity's control hash `<prefix>:{<identity>}:ctl` (overrides, exemption).
  * ARGV[1]: the mode: `c` to commit an admitted request, `d` to decide only (writes
  * nothing), both on the Redis server clock; tests add their clock in ms: `c<now>`, `d<now>`.
  * ARGV[5i-3 .. 5i+1]: policy i's algorithm code (1 fixed window, 2 sliding window, 3 token
@@ -20,7 +21,12 @@ export const ARGS_PER_POLICY = 5;
  * arithmetic it does not need for its own decision:
  * - token bucket and GCRA: the debt, in ticks of 1/L ms (an integer; with one such policy
  *   alone, the reply is that integer rather than an array);
- * - window algorithms: the stored value (or nil) and `now` in ms.
+ * - window algorithms: the stored value (or nil) and `now` in ms;
+ * - then, only when a control hash applied to some policy, one string per policy: `x` when
+ *   the identity is exempt (nothing spent, admitted), `L:P:C` for the limit, periodMs and
+ *   capacity of an override in force, or '' for none. An override field of the hash is
+ *   `o:<scope|*>:<name|*>` = `<untilMs>:<limit>:<periodMs>:<burst|0>`, the exemption
+ *   `exempt` = `<untilMs>`, both on the server clock; the most specific field in force wins.
  *
  * Token bucket and GCRA are one debt (`C·P - scaledTokens` = `(TAT - now)·L`; see gcra.ts),
  * kept in the key's **expiry**: the key expires at the TAT rounded up to the ms, and its
@@ -45,12 +51,60 @@ local n = #KEYS
 local out, r = {}, 0
 local writes, w = nil, 0
 local ok = true
+local ctls, effects = {}, nil
 for i = 1, n do
   local j, key = i * 5 - 3, KEYS[i]
-  local code, L, P, cost = tonumber(ARGV[j]), tonumber(ARGV[j + 1]), tonumber(ARGV[j + 2]), tonumber(ARGV[j + 4])
+  local code, L, P, C, cost = tonumber(ARGV[j]), tonumber(ARGV[j + 1]), tonumber(ARGV[j + 2]), tonumber(ARGV[j + 3]), tonumber(ARGV[j + 4])
   local v, ttl, keep
+  do
+    -- The identity's control hash (overrides, exemption), read once per identity. It is
+    -- not declared in KEYS: it shares the policy key's hash tag, hence its slot, and a
+    -- declared key that rarely exists would turn every call during a Cluster slot
+    -- migration into TRYAGAIN. While the slot migrates, the read may fail (pcall): the
+    -- limits then apply without overrides for those seconds.
+    local ck = string.sub(key, 1, string.find(key, '}', 1, true)) .. ':ctl'
+    local f = ctls[ck]
+    if f == nil then
+      local raw = redis.pcall('HGETALL', ck)
+      f = false
+      if raw[1] then
+        f = {}
+        for k = 1, #raw, 2 do f[raw[k]] = raw[k + 1] end
+      end
+      ctls[ck] = f
+    end
+    if f then
+      if not now then
+        local t = redis.call('TIME')
+        now = t[1] * 1000 + floor(t[2] / 1000)
+      end
+      local effect = ''
+      local e = tonumber(f.exempt)
+      if e and e > now then
+        cost, effect = 0, 'x'
+      else
+        local b = string.find(key, '}', 1, true)
+        local s1 = string.find(key, ':', b + 2, true)
+        local s2 = string.find(key, ':', s1 + 1, true)
+        local scope, name = string.sub(key, b + 2, s1 - 1), string.sub(key, s1 + 1, s2 - 1)
+        for _, field in ipairs({ scope .. ':' .. name, scope .. ':*', '*:' .. name, '*:*' }) do
+          local o = f['o:' .. field]
+          local u, ol, op, ob = o and string.match(o, '^(%d+):(%d+):(%d+):(%d+)$')
+          if u and tonumber(u) > now and tonumber(ol) > 0 and tonumber(op) > 0 then
+            L, P = tonumber(ol), tonumber(op)
+            C = tonumber(ob)
+            if C == 0 or code < 3 then C = L end
+            effect = string.format('%d:%d:%d', L, P, C)
+            break
+          end
+        end
+      end
+      effects = effects or {}
+      effects[i] = effect
+    end
+  end
   if code > 2 then
-    local debt, tau = 0, tonumber(ARGV[j + 3]) * P
+    local debt, tau = 0, C * P
     if clock then
       local s = redis.call('GET', key)
       local c = s and string.find(s, ':', 1, true)
@@ -110,7 +164,11 @@ if ok and writes then
     else redis.call('SET', writes[k], writes[k + 1], 'PX', writes[k + 2]) end
   end
 end
-if r == 1 then return out[1] end
+if effects then
+  for i = 1, n do out[r + i] = effects[i] or '' end
+elseif r == 1 then
+  return out[1]
+end
 return out
 `;
 

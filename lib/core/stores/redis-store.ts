@@ -1,5 +1,5 @@
 import type { Cluster, Redis } from 'ioredis';
-import { ALGORITHM_IMPLS, decideAll } from '../algorithms/index.js';
+import { ALGORITHM_IMPLS, decideAll, type State } from '../algorithms/index.js';
 import { ARGS_PER_POLICY, CONSUME_SCRIPT, CONSUME_SHA } from './redis-script.js';
 import type { RateLimitStore, StoreOutcome, StorePolicy } from './store.js';
 
@@ -87,28 +87,41 @@ export class RedisStore implements RateLimitStore {
     // numbers reported, deciding exactly as the script did (test/integration/lua-reference).
     const values = typeof reply === 'number' ? [reply] : reply;
     let r = 0;
-    const evaluations = policies.map((params) => {
-      const impl = ALGORITHM_IMPLS[params.algorithm];
+    const evaluations = policies.map((policy) => {
+      const impl = ALGORITHM_IMPLS[policy.algorithm];
       if (!impl.decode) {
         // A debt in ticks, as a GCRA state read at time 0.
         const debt = values[r++] as number;
-        return {
-          impl,
-          params,
-          now: 0,
-          state: [Math.floor(debt / params.limit), debt % params.limit],
-        };
+        return { impl, params: policy, now: 0, state: [debt, 0] as State, debt };
       }
       const raw = values[r++] as string | null;
       const now = values[r++] as number;
-      return { impl, params, now, state: raw === null ? undefined : impl.decode(raw) };
+      return { impl, params: policy, now, state: raw === null ? undefined : impl.decode(raw) };
     });
-    return decideAll(evaluations).map(({ allowed, remaining, resetMs, retryAfterMs }) => ({
-      allowed,
-      remaining,
-      resetMs,
-      retryAfterMs,
-    }));
+    // Overrides and exemptions the script applied, if any (see CONSUME_SCRIPT).
+    const effects = values.length > r ? (values.slice(r) as string[]) : undefined;
+    const controlled = evaluations.map((e, i) => {
+      const effect = effects?.[i] ?? '';
+      const params =
+        effect === 'x'
+          ? { ...e.params, cost: 0 }
+          : effect === ''
+            ? e.params
+            : overridden(e.params, effect);
+      const state =
+        'debt' in e
+          ? ([Math.floor(e.debt! / params.limit), e.debt! % params.limit] as State)
+          : e.state;
+      return { impl: e.impl, params, now: e.now, state };
+    });
+    return decideAll(controlled).map(({ allowed, remaining, resetMs, retryAfterMs }, i) => {
+      const effect = effects?.[i] ?? '';
+      const outcome: StoreOutcome = { allowed, remaining, resetMs, retryAfterMs };
+      if (effect === 'x') return { ...outcome, exempt: true };
+      if (effect === '') return outcome;
+      const { limit, periodMs } = controlled[i]!.params;
+      return { ...outcome, override: { limit, periodMs } };
+    });
   }
 
   async deleteByPrefix(keyPrefix: string): Promise<number> {
@@ -180,6 +193,12 @@ function groupByHashTag(policies: readonly StorePolicy[]): number[][] {
     else groups.set(tag, [i]);
   });
   return [...groups.values()];
+}
+
+/** A policy's parameters under an override reported as `"<limit>:<periodMs>:<capacity>"`. */
+function overridden(params: StorePolicy, effect: string): StorePolicy {
+  const [limit, periodMs, capacity] = effect.split(':').map(Number);
+  return { ...params, limit: limit!, periodMs: periodMs!, capacity: capacity! };
 }
 
 /** See {@link CONSUME_SCRIPT}: a debt alone, or states as they stood. */

@@ -25,6 +25,10 @@ export interface StoreOutcome {
   readonly resetMs: number;
   /** 0 when allowed; `Infinity` when the cost exceeds the capacity. */
   readonly retryAfterMs: number;
+  /** The identity is exempt (an operator said so): admitted, nothing spent. */
+  readonly exempt?: true;
+  /** An operator's override replaced the policy's rate: the limit and period in force. */
+  readonly override?: { readonly limit: number; readonly periodMs: number };
 }
 
 /**
