@@ -48,10 +48,10 @@ export const STORE_DURATION_BUCKETS = [
 export function validateMetricsOption(metrics: unknown): void {
   if (metrics === undefined || typeof metrics === 'boolean') return;
   const fail = (what: string) => {
-    throw new RateLimitConfigError('ERR_RATE_LIMIT_OPTION', `invalid metrics ${what}`, WHERE);
+    throw new RateLimitConfigError('ERR_RATE_LIMIT_OPTION', `invalid metrics${what}`, WHERE);
   };
   if (typeof metrics !== 'object' || metrics === null) {
-    fail(`${quote(metrics)}: expected a boolean or { registry?, prefix? }`);
+    fail(` ${quote(metrics)}: expected a boolean or { registry?, prefix? }`);
   }
   const { registry, prefix } = metrics as MetricsOptions;
   if (
