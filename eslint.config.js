@@ -2,7 +2,16 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['node_modules/', 'dist/', 'dist-sample/', 'coverage/', 'bench/node_modules/', 'bench/dist/'] },
+  {
+    ignores: [
+      'node_modules/',
+      'dist/',
+      'dist-sample/',
+      'coverage/',
+      'bench/node_modules/',
+      'bench/dist/',
+    ],
+  },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

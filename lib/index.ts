@@ -60,6 +60,14 @@ export {
   type RateLimitOptions,
 } from './nest/decorators.js';
 export { keys, type KeyFn, type KeyHelpers } from './nest/keys.js';
+export {
+  RATE_LIMIT_EVENTS,
+  type BlockedDetail,
+  type OverrideAppliedDetail,
+  type RateLimitEventName,
+} from './nest/events.js';
+export type { MetricsOptions, MetricsRegistry } from './nest/metrics.js';
+export type { DecisionEvent, DecisionEventPolicy, DecisionOutcome } from './nest/observer.js';
 export type {
   DefaultPolicy,
   RateLimitModuleAsyncOptions,

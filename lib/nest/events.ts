@@ -1,13 +1,83 @@
 import { Logger } from '@nestjs/common';
+import { createHash } from 'node:crypto';
 
 /**
- * Log events with stable names (`rate_limit.backend_error`, `rate_limit.shadow_blocked`,
- * `rate_limit.config_error`). Noisy kinds are logged at most once per interval, with the
- * count of what was held back, so an outage writes one line per 10 s, not one per request.
+ * An identity as it appears in logs and decision events: 12 characters of base64url
+ * SHA-256. Identities may be API keys or personal data; the hash still tells clients apart.
+ */
+export function hashIdentity(identity: string): string {
+  return createHash('sha256').update(identity).digest('base64url').slice(0, 12);
+}
+
+/**
+ * The stable names of the log events, each written as one line: the name, a space, then
+ * a JSON object of fields. The README lists the fields of each.
+ */
+export const RATE_LIMIT_EVENTS = {
+  /** A request refused with 429; throttled per (route, identity). */
+  blocked: 'rate_limit.blocked',
+  /** A shadow policy would have refused a request; one line per occurrence. */
+  shadowBlocked: 'rate_limit.shadow_blocked',
+  /** The store failed or timed out; throttled per error kind. */
+  backendError: 'rate_limit.backend_error',
+  /** A user function (key, rate, cost, skip, errorMessage, onDecision) failed; throttled per place. */
+  configError: 'rate_limit.config_error',
+  /** An operator's override of a limit took effect for a request. */
+  overrideApplied: 'rate_limit.override_applied',
+  /** The Redis client the module created lost its connection; once per outage. */
+  redisUnreachable: 'rate_limit.redis_unreachable',
+} as const;
+
+/** One of {@link RATE_LIMIT_EVENTS}. */
+export type RateLimitEventName = (typeof RATE_LIMIT_EVENTS)[keyof typeof RATE_LIMIT_EVENTS];
+
+/** Fields of a `rate_limit.blocked` line (besides `count`). */
+export interface BlockedDetail {
+  /** `Controller.handler`. */
+  route: string;
+  /** The identity, hashed (12 characters of base64url SHA-256). */
+  identity: string;
+  /** Names of the policies that refused. */
+  policies: string[];
+  /** Units the request asked for. */
+  cost: number;
+  /** Longest wait among the refusing policies, in **ms**; `null` when it can never be admitted. */
+  retryAfterMs: number | null;
+}
+
+/** Fields of a `rate_limit.override_applied` line. */
+export interface OverrideAppliedDetail {
+  /** `Controller.handler`. */
+  route: string;
+  /** The identity, hashed like in every other event. */
+  identity: string;
+  /** The policy whose limit was overridden. */
+  policy: string;
+  [field: string]: unknown;
+}
+
+/** (route, identity) pairs whose `rate_limit.blocked` lines are throttled individually. */
+const MAX_BLOCKED_PAIRS = 10_000;
+
+interface Seen {
+  at: number;
+  held: number;
+}
+
+/**
+ * Log events with stable names (see {@link RATE_LIMIT_EVENTS}). Noisy kinds are logged at
+ * most once per interval, with the count of what was held back, so an outage writes one
+ * line per 10 s, not one per request.
  */
 export class RateLimitEvents {
-  private readonly last = new Map<string, { at: number; held: number }>();
+  private readonly last = new Map<string, Seen>();
+  /** Per route and raw identity, in the order of their last line (oldest first). */
+  private readonly blockedPairs = new Map<string, Seen>();
 
+  /**
+   * @param intervalMs shortest time, in **ms**, between two lines of one throttled kind
+   * @param clock current time in **ms**
+   */
   constructor(
     private readonly logger: Logger = new Logger('RateLimit'),
     private readonly intervalMs = 10_000,
@@ -32,5 +102,57 @@ export class RateLimitEvents {
   /** Logs every occurrence. */
   log(event: string, detail: Record<string, unknown>): void {
     this.logger.warn(`${event} ${JSON.stringify(detail)}`);
+  }
+
+  /**
+   * Logs `rate_limit.blocked` at most once per `intervalMs` per (route, identity), with
+   * `count`: the refusals of that pair since its previous line, this one included. While
+   * more than 10,000 pairs are refused within one interval, the pairs beyond that share
+   * one line per route per interval (its identity `"*"`). So a flood writes at most
+   * 10,000 + (routes) lines per interval, and one client hammering one route one line.
+   *
+   * @param rawIdentity the identity as limited, used only to throttle; never logged
+   * @param detail what to log; `detail()` runs only when a line is written (hashing costs)
+   */
+  blocked(route: string, rawIdentity: string, detail: () => BlockedDetail): void {
+    const now = this.clock();
+    let key = `${route}\u0000${rawIdentity}`;
+    let seen = this.blockedPairs.get(key);
+    let overflow = false;
+    if (seen === undefined && this.blockedPairs.size >= MAX_BLOCKED_PAIRS) {
+      // Forget the pair logged longest ago if its interval is over; else fold this one
+      // into the route's shared line.
+      const [oldestKey, oldest] = this.blockedPairs.entries().next().value!;
+      if (now - oldest.at >= this.intervalMs) this.blockedPairs.delete(oldestKey);
+      else {
+        overflow = true;
+        key = `${route}\u0000*`;
+        seen = this.last.get(`rate_limit.blocked:${key}`);
+      }
+    }
+    if (seen && now - seen.at < this.intervalMs) {
+      seen.held++;
+      return;
+    }
+    const entry = { at: now, held: 0 };
+    if (overflow) this.last.set(`rate_limit.blocked:${key}`, entry);
+    else {
+      // Delete first, so the map stays ordered by last line.
+      this.blockedPairs.delete(key);
+      this.blockedPairs.set(key, entry);
+    }
+    const fields = detail();
+    if (overflow) fields.identity = '*';
+    this.logger.warn(
+      `${RATE_LIMIT_EVENTS.blocked} ${JSON.stringify({ ...fields, count: 1 + (seen?.held ?? 0) })}`,
+    );
+  }
+
+  /**
+   * Logs `rate_limit.override_applied`: an operator's override replaced a policy's limit for
+   * a request. Logged every time (overrides are rare and deliberate).
+   */
+  overrideApplied(detail: OverrideAppliedDetail): void {
+    this.log(RATE_LIMIT_EVENTS.overrideApplied, detail);
   }
 }

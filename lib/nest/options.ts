@@ -7,6 +7,8 @@ import type { RateLimitStore } from '../core/stores/store.js';
 import type { HeaderOptions } from '../http/headers.js';
 import type { RateFn, RateLimitOptions } from './decorators.js';
 import type { KeyFn } from './keys.js';
+import type { MetricsOptions } from './metrics.js';
+import type { DecisionEvent } from './observer.js';
 
 /** The module-wide `default` policy: a rate, or a rate with `@RateLimit` options. */
 export type DefaultPolicy = RateInput | RateFn | (RateLimitOptions & { rate: RateInput | RateFn });
@@ -51,6 +53,20 @@ export interface RateLimitModuleOptions {
   circuitBreaker?: CircuitBreakerOptions | false;
   /** How long bootstrap waits for a Redis client the module creates to connect, in **ms**. Default 1000. */
   connectTimeoutMs?: number;
+  /**
+   * Called once per request the guard evaluates (not for skipped or unlimited routes),
+   * synchronously, before the response: keep it cheap (push to a queue, bump a counter).
+   * Identities arrive hashed; durations are in **ms**. A hook that throws (or rejects) never
+   * affects the request: it is logged as `rate_limit.config_error`, at most once per 10 s.
+   */
+  onDecision?: (event: DecisionEvent) => void;
+  /**
+   * Prometheus metrics through prom-client, an optional peer dependency loaded only when
+   * this is set (bootstrap fails with `ERR_RATE_LIMIT_OPTION` when it is missing).
+   * `true` registers them in prom-client's global registry, named `rate_limit_*`.
+   * Default: no metrics, and prom-client is never loaded.
+   */
+  metrics?: boolean | MetricsOptions;
 }
 
 /** Options of `RateLimitModule.forRootAsync`. */

@@ -57,7 +57,15 @@ class Shutdown implements OnApplicationShutdown {
   }
 }
 
-async function release({ client, ownsClient, store, ownsStore }: Resources): Promise<void> {
+async function release({
+  client,
+  ownsClient,
+  store,
+  ownsStore,
+  metrics,
+}: Resources): Promise<void> {
+  // Unregistered, so the next app in this process (tests, hot reload) can register them again.
+  metrics?.remove();
   // QUIT needs a live connection; without one, disconnect at once rather than wait on it.
   if (ownsClient && client) {
     if (client.status === 'ready') await client.quit().catch(() => client.disconnect());
@@ -107,20 +115,23 @@ function build(
       { provide: RATE_LIMIT_REDIS, useFactory: (r: Resources) => r.client, inject: [RESOURCES] },
       {
         provide: RateLimiter,
-        useFactory: (r: Resources, o: RateLimitModuleOptions) =>
-          new RateLimiter({
+        useFactory: (r: Resources, o: RateLimitModuleOptions) => {
+          const limiter = new RateLimiter({
             store: r.store,
             prefix: o.prefix,
             timeoutMs: o.timeoutMs,
             circuitBreaker: o.circuitBreaker,
-          }),
+          });
+          r.metrics?.watchCircuit(() => limiter.circuitState);
+          return limiter;
+        },
         inject: [RESOURCES, RATE_LIMIT_OPTIONS],
       },
       {
         provide: RateLimitRuntime,
-        useFactory: (limiter: RateLimiter, o: RateLimitModuleOptions) =>
-          new RateLimitRuntime(limiter, o, new RateLimitEvents()),
-        inject: [RateLimiter, RATE_LIMIT_OPTIONS],
+        useFactory: (limiter: RateLimiter, o: RateLimitModuleOptions, r: Resources) =>
+          new RateLimitRuntime(limiter, o, new RateLimitEvents(), r.metrics),
+        inject: [RateLimiter, RATE_LIMIT_OPTIONS, RESOURCES],
       },
       RateLimitService,
       RateLimitGuard,

@@ -6,6 +6,12 @@ import { quote, RateLimitConfigError } from '../core/errors.js';
 import { MemoryStore } from '../core/stores/memory-store.js';
 import { RedisStore } from '../core/stores/redis-store.js';
 import type { RateLimitStore } from '../core/stores/store.js';
+import {
+  createMetrics,
+  validateMetricsOption,
+  type PromClientLoader,
+  type RateLimitMetrics,
+} from './metrics.js';
 import type { RateLimitModuleOptions } from './options.js';
 import { declareDefault } from './runtime.js';
 
@@ -17,6 +23,8 @@ export interface Resources {
   readonly client: Redis | Cluster | undefined;
   readonly ownsClient: boolean;
   readonly ownsStore: boolean;
+  /** The Prometheus metrics, when the `metrics` option asks for them. */
+  readonly metrics?: RateLimitMetrics;
 }
 
 /**
@@ -93,7 +101,7 @@ export function validateOptions(options: RateLimitModuleOptions): void {
   ) {
     fail('errorMessage', 'a string or a function of the decision');
   }
-  for (const name of ['key', 'skip'] as const) {
+  for (const name of ['key', 'skip', 'onDecision'] as const) {
     if (options[name] !== undefined && typeof options[name] !== 'function')
       fail(name, 'a function');
   }
@@ -112,6 +120,7 @@ export function validateOptions(options: RateLimitModuleOptions): void {
   ) {
     fail('redis', 'a URL, ioredis options, or a Redis or Cluster client');
   }
+  validateMetricsOption(options.metrics);
   // The limiter's own options and the default policy, before any connection is opened:
   // a start that fails must leave nothing behind.
   try {
@@ -140,18 +149,27 @@ export function validateOptions(options: RateLimitModuleOptions): void {
 export async function createResources(
   options: RateLimitModuleOptions,
   logger = new Logger('RateLimit'),
+  loadPromClient?: PromClientLoader,
 ): Promise<Resources> {
   validateOptions(options);
+  // Before any connection is opened, so a missing prom-client leaves nothing behind.
+  const metrics = await createMetrics(options.metrics, loadPromClient);
   const { redis, store } = options;
   if (store !== undefined && store !== 'memory')
-    return { store, client: undefined, ownsClient: false, ownsStore: false };
+    return { store, client: undefined, ownsClient: false, ownsStore: false, metrics };
   if (redis === undefined) {
     if (store === undefined) {
       logger.warn(
         'no redis configured: using the in-memory store, so each process counts on its own',
       );
     }
-    return { store: new MemoryStore(), client: undefined, ownsClient: false, ownsStore: true };
+    return {
+      store: new MemoryStore(),
+      client: undefined,
+      ownsClient: false,
+      ownsStore: true,
+      metrics,
+    };
   }
   if (isClient(redis))
     return {
@@ -159,9 +177,10 @@ export async function createResources(
       client: redis,
       ownsClient: false,
       ownsStore: false,
+      metrics,
     };
   const client = await connect(redis, options.connectTimeoutMs ?? 1000, logger);
-  return { store: new RedisStore({ client }), client, ownsClient: true, ownsStore: false };
+  return { store: new RedisStore({ client }), client, ownsClient: true, ownsStore: false, metrics };
 }
 
 function isClient(redis: unknown): redis is Redis | Cluster {

@@ -1,5 +1,5 @@
 import type { ExecutionContext } from '@nestjs/common';
-import { createHash } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
 import { quote, RateLimitBackendError, RateLimitConfigError } from '../core/errors.js';
 import { definePolicy, type LimitEntry, type RateLimiter } from '../core/limiter.js';
 import { checkCost, type Decision, type Policy } from '../core/policy.js';
@@ -20,7 +20,9 @@ import {
   type RateFn,
   type RateLimitOptions,
 } from './decorators.js';
-import type { RateLimitEvents } from './events.js';
+import { hashIdentity, RATE_LIMIT_EVENTS, type RateLimitEvents } from './events.js';
+import type { RateLimitMetrics } from './metrics.js';
+import { DecisionObserver, type Trace } from './observer.js';
 import { keys, type KeyFn, type KeyHelpers } from './keys.js';
 import type { RateLimitModuleOptions } from './options.js';
 import { RATE_LIMIT_METADATA, SKIP_RATE_LIMIT_METADATA } from './tokens.js';
@@ -83,15 +85,24 @@ export class RateLimitRuntime {
   private readonly dynamicPolicies = new Map<string, Policy>();
   private readonly defaultPolicy: DeclaredPolicy | undefined;
   private readonly headerOptions: HeaderOptions | false;
+  /** Set only when `onDecision` or `metrics` is: otherwise requests pay nothing for them. */
+  private readonly observer: DecisionObserver | undefined;
 
   constructor(
     readonly limiter: RateLimiter,
     readonly options: RateLimitModuleOptions,
     private readonly events: RateLimitEvents,
+    metrics?: RateLimitMetrics,
   ) {
     this.defaultPolicy = declareDefault(options);
     this.headerOptions =
       options.headers === false ? false : options.headers === true ? {} : (options.headers ?? {});
+    this.observer =
+      options.onDecision || metrics
+        ? new DecisionObserver(options.onDecision, metrics, (where, error) =>
+            this.configError(where, error),
+          )
+        : undefined;
   }
 
   /**
@@ -144,23 +155,53 @@ export class RateLimitRuntime {
   async evaluate(ctx: ExecutionContext): Promise<RequestOutcome> {
     const route = this.routeOf(ctx.getClass(), ctx.getHandler());
     if (route.enforced.length === 0 && route.shadowed.length === 0) return NO_LIMIT;
+    const observer = this.observer;
+    if (observer === undefined) return this.decide(ctx, route, undefined);
     const identities = this.identities(ctx, route);
+    const trace: Trace = {
+      identity: await identities((route.enforced[0] ?? route.shadowed[0])!.key),
+    };
+    const outcome = await this.decide(ctx, route, trace, identities);
+    observer.finish(route.name, trace, outcome.allowed);
+    return outcome;
+  }
+
+  /** {@link RateLimitRuntime.evaluate}, filling `trace` when the request is observed. */
+  private async decide(
+    ctx: ExecutionContext,
+    route: Route,
+    trace: Trace | undefined,
+    identities = this.identities(ctx, route),
+  ): Promise<RequestOutcome> {
     const { entries: enforcing, broken } =
       this.fixedEntries(route, identities) ??
       (await this.entriesOf(ctx, route, route.enforced, identities));
     // A policy whose rate or cost function failed is left out, changing nothing; the other
     // policies still apply. A fail-closed one refuses instead, as when its store is down.
-    if (broken.length > 0 && broken.some((r) => r.failClosed)) return this.failure(broken);
+    if (broken.length > 0 && broken.some((r) => r.failClosed)) {
+      if (trace) trace.brokenClosed = true;
+      return this.failure(broken);
+    }
     let outcome: RequestOutcome = NO_LIMIT;
     if (enforcing.length > 0) {
+      const entries = enforcing.map((e) => e.entry);
+      const started = trace ? performance.now() : 0;
       try {
-        outcome = this.outcome(
-          await this.limiter.consumeEach(enforcing.map((e) => e.entry)),
-          enforcing,
-        );
+        const decision = await this.limiter.consumeEach(entries);
+        if (trace) {
+          trace.enforcedMs = performance.now() - started;
+          trace.enforcing = entries;
+          trace.decision = decision;
+        }
+        outcome = this.outcome(decision, enforcing, route.name);
       } catch (error) {
         const kind = error instanceof RateLimitBackendError ? error.kind : 'error';
-        this.events.throttled('rate_limit.backend_error', kind, {
+        if (trace) {
+          trace.enforcedMs = performance.now() - started;
+          trace.enforcing = entries;
+          trace.enforcedError = kind;
+        }
+        this.events.throttled(RATE_LIMIT_EVENTS.backendError, kind, {
           route: route.name,
           message: messageOf(error),
         });
@@ -171,13 +212,13 @@ export class RateLimitRuntime {
     // own, so a would-be denial never blocks the request.
     if (outcome.allowed && route.shadowed.length > 0) {
       const { entries } = await this.entriesOf(ctx, route, route.shadowed, identities);
-      await this.shadow(entries, route.name);
+      await this.shadow(entries, route.name, trace);
     }
     return outcome;
   }
 
-  /** Each key function runs once per request; a broken one falls back to the client IP. */
   /**
+   * Each key function runs once per request; a broken one falls back to the client IP.
    * The identity of each key function, computed once per request. Synchronous when the key
    * function is (the usual case), so a fixed route awaits nothing before the store call.
    */
@@ -265,7 +306,10 @@ export class RateLimitRuntime {
   }
 
   private configError(route: string, error: unknown): undefined {
-    this.events.throttled('rate_limit.config_error', route, { route, message: messageOf(error) });
+    this.events.throttled(RATE_LIMIT_EVENTS.configError, route, {
+      route,
+      message: messageOf(error),
+    });
     return undefined;
   }
 
@@ -300,24 +344,35 @@ export class RateLimitRuntime {
     return cost;
   }
 
-  private async shadow(shadowed: Entry[], route: string): Promise<void> {
+  private async shadow(shadowed: Entry[], route: string, trace: Trace | undefined): Promise<void> {
     if (shadowed.length === 0) return;
+    const entries = shadowed.map((e) => e.entry);
+    if (trace) trace.shadowEntries = entries;
+    const started = trace ? performance.now() : 0;
     try {
-      const decision = await this.limiter.consumeEach(shadowed.map((e) => e.entry));
+      const decision = await this.limiter.consumeEach(entries);
+      if (trace) {
+        trace.shadowMs = performance.now() - started;
+        trace.shadowDecision = decision;
+      }
       decision.policies.forEach((p, i) => {
         if (p.allowed) return;
         const { entry } = shadowed[i]!;
-        this.events.log('rate_limit.shadow_blocked', {
+        this.events.log(RATE_LIMIT_EVENTS.shadowBlocked, {
           route,
           policy: p.name,
-          identity: hashed(entry.identity),
+          identity: hashIdentity(entry.identity),
           cost: entry.cost,
           retryAfterMs: p.retryAfterMs,
         });
       });
     } catch (error) {
       const kind = error instanceof RateLimitBackendError ? error.kind : 'error';
-      this.events.throttled('rate_limit.backend_error', kind, {
+      if (trace) {
+        trace.shadowMs = performance.now() - started;
+        trace.shadowError = kind;
+      }
+      this.events.throttled(RATE_LIMIT_EVENTS.backendError, kind, {
         route,
         shadow: true,
         message: messageOf(error),
@@ -325,7 +380,7 @@ export class RateLimitRuntime {
     }
   }
 
-  private outcome(decision: Decision, enforcing: Entry[]): RequestOutcome {
+  private outcome(decision: Decision, enforcing: Entry[], route: string): RequestOutcome {
     const shown: HeaderPolicy[] = [];
     decision.policies.forEach((p, i) => {
       const { rule, entry } = enforcing[i]!;
@@ -337,6 +392,7 @@ export class RateLimitRuntime {
     const retryAfter = retryAfterSeconds(decision.policies);
     const denying = enforcing.filter((_, i) => !decision.policies[i]!.allowed);
     const exposeDetails = denying.every((e) => e.rule.exposeDetails);
+    this.logBlocked(route, decision, enforcing);
     return {
       allowed: false,
       headers:
@@ -350,6 +406,32 @@ export class RateLimitRuntime {
       },
       decision,
     };
+  }
+
+  /** One `rate_limit.blocked` per identity that refused (usually one), throttled per (route, identity). */
+  private logBlocked(route: string, decision: Decision, enforcing: Entry[]): void {
+    const done: string[] = [];
+    decision.policies.forEach((p, i) => {
+      const { identity } = enforcing[i]!.entry;
+      if (p.allowed || done.includes(identity)) return;
+      done.push(identity);
+      this.events.blocked(route, identity, () => {
+        const policies: string[] = [];
+        let retryAfterMs = 0;
+        decision.policies.forEach((q, j) => {
+          if (q.allowed || enforcing[j]!.entry.identity !== identity) return;
+          policies.push(q.name);
+          retryAfterMs = Math.max(retryAfterMs, q.retryAfterMs);
+        });
+        return {
+          route,
+          identity: hashIdentity(identity),
+          policies,
+          cost: enforcing[i]!.entry.cost ?? 1,
+          retryAfterMs: retryAfterMs === Infinity ? null : retryAfterMs,
+        };
+      });
+    });
   }
 
   private errorMessage(decision: Decision): string | undefined {
@@ -442,9 +524,4 @@ function isThenable(value: unknown): value is PromiseLike<unknown> {
 
 function messageOf(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
-}
-
-/** Identities in logs are hashed: they may be API keys or personal data. */
-function hashed(identity: string): string {
-  return createHash('sha256').update(identity).digest('base64url').slice(0, 12);
 }

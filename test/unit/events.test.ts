@@ -1,0 +1,112 @@
+/**
+ * `rate_limit.blocked` throttling (issue 7): one line per (route, identity) per interval with
+ * the count of what was held back, and a bounded number of lines under a flood of identities.
+ * An injected clock stands in for time.
+ */
+import { describe, expect, it } from '@jest/globals';
+import type { Logger } from '@nestjs/common';
+import { RATE_LIMIT_EVENTS, type BlockedDetail } from '../../lib/index.js';
+import { hashIdentity, RateLimitEvents } from '../../lib/nest/events.js';
+
+function setup() {
+  const lines: string[] = [];
+  const logger = { warn: (line: string) => lines.push(line) } as unknown as Logger;
+  const clock = { now: 1_000_000 };
+  const events = new RateLimitEvents(logger, 10_000, () => clock.now);
+  const block = (route: string, identity: string) =>
+    events.blocked(route, identity, (): BlockedDetail => ({
+      route,
+      identity: hashIdentity(identity),
+      policies: ['default'],
+      cost: 1,
+      retryAfterMs: 500,
+    }));
+  const details = () =>
+    lines.map((l) => {
+      expect(l.startsWith('rate_limit.blocked {')).toBe(true);
+      return JSON.parse(l.slice(l.indexOf('{'))) as Record<string, unknown>;
+    });
+  return { events, lines, clock, block, details };
+}
+
+describe('rate_limit.blocked', () => {
+  it('logs a pair once per 10 s; the next line counts the refusals held back', () => {
+    const { clock, block, details } = setup();
+    for (let i = 0; i < 50; i++) block('A.x', 'user:1');
+    clock.now += 9_999;
+    block('A.x', 'user:1');
+    expect(details()).toEqual([
+      {
+        route: 'A.x',
+        identity: hashIdentity('user:1'),
+        policies: ['default'],
+        cost: 1,
+        retryAfterMs: 500,
+        count: 1,
+      },
+    ]);
+    clock.now += 1;
+    block('A.x', 'user:1');
+    // 49 held back in the first interval, 1 at 9,999 ms, and this one.
+    expect(details().map((d) => d.count)).toEqual([1, 51]);
+    // Other routes and identities are throttled on their own.
+    block('A.y', 'user:1');
+    block('A.x', 'user:2');
+    expect(details().map((d) => [d.route, d.identity, d.count])).toEqual([
+      ['A.x', hashIdentity('user:1'), 1],
+      ['A.x', hashIdentity('user:1'), 51],
+      ['A.y', hashIdentity('user:1'), 1],
+      ['A.x', hashIdentity('user:2'), 1],
+    ]);
+  });
+
+  it('a flood of 20,000 identities in one interval writes 10,000 lines plus one shared line for the route', () => {
+    const { clock, block, lines, details } = setup();
+    for (let i = 0; i < 20_000; i++) block('A.x', `ip:${i}`);
+    expect(lines).toHaveLength(10_001);
+    const last = details().at(-1)!;
+    expect(last).toMatchObject({ route: 'A.x', identity: '*', count: 1 });
+    // The same flood again within the interval: nothing more.
+    for (let i = 0; i < 20_000; i++) block('A.x', `ip:${i}`);
+    expect(lines).toHaveLength(10_001);
+    // After the interval, a new identity takes the place of the pair logged longest ago, and a
+    // tracked pair logs again with what it held back (its refusal of the second round).
+    clock.now += 10_000;
+    block('A.x', 'ip:20000');
+    block('A.x', 'ip:9999');
+    expect(details().slice(-2)).toEqual([
+      expect.objectContaining({ identity: hashIdentity('ip:20000'), count: 1 }),
+      expect.objectContaining({ identity: hashIdentity('ip:9999'), count: 2 }),
+    ]);
+    expect(lines).toHaveLength(10_003);
+  });
+
+  it('the raw identity never reaches a line', () => {
+    const { block, lines } = setup();
+    block('A.x', 'apikey-secret-123');
+    expect(lines.join('\n')).not.toContain('secret');
+  });
+});
+
+describe('RATE_LIMIT_EVENTS', () => {
+  it('names the stable events', () => {
+    expect(RATE_LIMIT_EVENTS).toEqual({
+      blocked: 'rate_limit.blocked',
+      shadowBlocked: 'rate_limit.shadow_blocked',
+      backendError: 'rate_limit.backend_error',
+      configError: 'rate_limit.config_error',
+      overrideApplied: 'rate_limit.override_applied',
+      redisUnreachable: 'rate_limit.redis_unreachable',
+    });
+  });
+
+  it('override_applied is logged every time with its fields', () => {
+    const { events, lines } = setup();
+    events.overrideApplied({ route: 'A.x', identity: 'abc', policy: 'default', limit: 50 });
+    events.overrideApplied({ route: 'A.x', identity: 'abc', policy: 'default', limit: 50 });
+    expect(lines).toEqual([
+      'rate_limit.override_applied {"route":"A.x","identity":"abc","policy":"default","limit":50}',
+      'rate_limit.override_applied {"route":"A.x","identity":"abc","policy":"default","limit":50}',
+    ]);
+  });
+});
