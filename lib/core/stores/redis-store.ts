@@ -157,7 +157,8 @@ export class RedisStore implements RateLimitStore {
         found.push({ key, ttlMs, fields: pairsToRecord(value) });
         return;
       }
-      found.push({ key, ttlMs, state: this.decodeStored(key, ttlMs, String(value), nowMs) });
+      const state = this.decodeStored(key, ttlMs, String(value), nowMs);
+      if (state !== null) found.push({ key, ttlMs, state });
     });
     return { nowMs, keys: found };
   }
@@ -183,21 +184,25 @@ export class RedisStore implements RateLimitStore {
     };
   }
 
-  /** A stored value as {@link StoredKey.state} describes it, by the key's algorithm tag. */
+  /**
+   * A stored value as {@link StoredKey.state} describes it, by the key's algorithm tag;
+   * null for a state that a test clock has moved past its expiry.
+   */
   private decodeStored(
     key: string,
     ttlMs: number,
     value: string,
     nowMs: number,
-  ): readonly number[] | undefined {
+  ): readonly number[] | undefined | null {
     const tag = key.slice(key.lastIndexOf(':') + 1);
     if (tag === 'fw') return decodeInts(value, 2);
     if (tag === 'sw') return decodeInts(value, 3);
     if (tag !== 'tb' && tag !== 'gcra') return undefined;
     if (this.clock) {
-      // A test clock: "<expiryMs>:<credit>", the expiry on that clock.
+      // A test clock: "<expiryMs>:<credit>", the expiry on that clock (null: expired on it).
       const [expiry, credit] = value.split(':').map(Number);
-      if (!Number.isSafeInteger(expiry) || expiry! < nowMs) return [0, 0];
+      if (!Number.isSafeInteger(expiry)) return [0, 0];
+      if (expiry! <= nowMs) return null;
       return [expiry! - nowMs, -(Number.isSafeInteger(credit) ? credit! : 0)];
     }
     // The expiry is the TAT rounded up to the ms; the value the ticks that rounding added.
