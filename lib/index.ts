@@ -15,7 +15,15 @@ export {
   type BackendErrorKind,
   type RateLimitErrorCode,
 } from './core/errors.js';
-export { identityTag, policyKey } from './core/keys.js';
+export { controlKey, identityTag, policyKey } from './core/keys.js';
+export {
+  applicableOverride,
+  readControl,
+  type ControlEntries,
+  type ExemptionEntry,
+  type OverrideEntry,
+} from './core/control.js';
+export type { InspectedPolicy, InspectedState, KnownPolicy } from './core/inspect.js';
 export {
   definePolicy,
   RateLimiter,
@@ -23,7 +31,15 @@ export {
   type Policies,
   type RateLimiterOptions,
 } from './core/limiter.js';
-export type { RateLimitStore, StoreOutcome, StorePolicy } from './core/stores/store.js';
+export type {
+  ControlChange,
+  ControlSnapshot,
+  RateLimitStore,
+  StoredKey,
+  StoreOutcome,
+  StorePolicy,
+  StoreSnapshot,
+} from './core/stores/store.js';
 export { MemoryStore, type MemoryStoreOptions } from './core/stores/memory-store.js';
 export { RedisStore, type RedisStoreOptions } from './core/stores/redis-store.js';
 export {
@@ -76,5 +92,13 @@ export type {
 export { RateLimitGuard } from './nest/rate-limit.guard.js';
 export { RateLimitInterceptor } from './nest/rate-limit.interceptor.js';
 export { RateLimitModule } from './nest/rate-limit.module.js';
-export { RateLimitService } from './nest/rate-limit.service.js';
+export {
+  RateLimitService,
+  type ExemptionOptions,
+  type OverrideOptions,
+} from './nest/rate-limit.service.js';
+export {
+  RateLimitAdminModule,
+  type RateLimitAdminOptions,
+} from './nest/rate-limit-admin.module.js';
 export { RATE_LIMIT_OPTIONS, RATE_LIMIT_REDIS } from './nest/tokens.js';

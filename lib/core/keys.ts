@@ -40,6 +40,28 @@ export function policyKey(
   return `${identityKeyPrefix(prefix, identity)}${scope}:${policy}:${algorithmTag}`;
 }
 
+/** Suffix of the control key after the identity's key prefix (see {@link controlKey}). */
+export const CONTROL_SUFFIX = 'ctl';
+
+/**
+ * The control key of one identity: `<prefix>:{<identityTag>}:ctl`, a Redis hash holding its
+ * overrides and exemption (in the identity's slot, next to its policy keys). Fields:
+ * - `exempt`: `"<untilMs>"`;
+ * - `o:<scope>:<name>`: `"<untilMs>:<limit>:<periodMs>:<burst>"` (burst 0 = none), where
+ *   `<scope>` and `<name>` may be `*`;
+ * - `r:<field>`: the reason given for that field.
+ *
+ * `untilMs` is epoch ms on the Redis server clock. A reset never deletes this key.
+ */
+export function controlKey(prefix: string, identity: string): string {
+  return `${identityKeyPrefix(prefix, identity)}${CONTROL_SUFFIX}`;
+}
+
+/** True for a key made by {@link controlKey} (any prefix, any identity). */
+export function isControlKey(key: string): boolean {
+  return key.endsWith(`}:${CONTROL_SUFFIX}`);
+}
+
 /**
  * Checks a key prefix: 1-64 of `A-Z a-z 0-9 _ . : -`.
  * @throws {RateLimitConfigError} `ERR_RATE_LIMIT_OPTION`

@@ -1,5 +1,6 @@
 import { ALGORITHM_IMPLS } from './algorithms/index.js';
 import { quote, RateLimitBackendError, RateLimitConfigError } from './errors.js';
+import { describeSnapshot, type InspectedPolicy, type KnownPolicy } from './inspect.js';
 import { checkPrefix, identityKeyPrefix, policyKey } from './keys.js';
 import {
   checkCost,
@@ -8,6 +9,7 @@ import {
   toPolicy,
   type Decision,
   type Policy,
+  type Algorithm,
   type PolicyDecision,
   type PolicyInput,
 } from './policy.js';
@@ -59,7 +61,7 @@ export interface ConsumeOptions {
 }
 
 const MAX_TIMER_MS = 2 ** 31 - 1;
-/** How long `reset` may take, in ms: it may have to scan the keyspace. */
+/** How long `reset`, `inspect` and other operator calls may take, in ms: they may have to scan the keyspace. */
 const RESET_TIMEOUT_MS = 30_000;
 
 /** Policies as `consume` takes them: validated {@link Policy} objects or inputs to validate. */
@@ -175,6 +177,61 @@ export class RateLimiter {
     // An operator's call, not a request's: it may scan, so it gets its own generous timeout
     // and stays out of the circuit breaker.
     return this.guard(() => this.store.deleteByPrefix(prefix), RESET_TIMEOUT_MS, false);
+  }
+
+  /**
+   * Every stored policy state of `identity` (under `scope` only, or every scope), read at
+   * one instant: one entry per key, with `limit` and `remaining` for the policies whose
+   * rate is known (`options.known`, `options.policies`, or an override in force).
+   *
+   * On Redis the keys are found like {@link RateLimiter.reset} finds them (SCAN on a
+   * standalone server; on Cluster only the identity's slot), then read in one script call.
+   * @throws {RateLimitConfigError} `ERR_RATE_LIMIT_OPTION` when the store has no `inspect`
+   * @throws {RateLimitBackendError} when the store fails or takes more than 30 s
+   */
+  async inspect(
+    identity: string,
+    options: {
+      scope?: string;
+      /**
+       * Policies to recognise; one without a `scope` of its own is recognised in every
+       * scope. Matched by scope, name and algorithm.
+       */
+      policies?: readonly (Policy | PolicyInput)[];
+      /** Another way to recognise policies, asked after `policies`. */
+      known?: (scope: string, name: string, algorithm: Algorithm) => KnownPolicy | undefined;
+    } = {},
+  ): Promise<InspectedPolicy[]> {
+    const { scope, known } = options;
+    if (scope !== undefined) checkScope(scope);
+    const store = this.store;
+    if (typeof store.inspect !== 'function') {
+      throw new RateLimitConfigError(
+        'ERR_RATE_LIMIT_OPTION',
+        'this rate-limit store cannot inspect: implement RateLimitStore.inspect',
+        'RateLimiter.inspect',
+      );
+    }
+    const given = (options.policies ?? []).map((p) => toPolicy(p));
+    const identityPrefix = identityKeyPrefix(this.prefix, identity);
+    // The whole identity, even for one scope: its control key (overrides) is read with it.
+    const snapshot = await this.operate(() => store.inspect!(identityPrefix));
+    const states = describeSnapshot(snapshot, identityPrefix, (s, name, algorithm) => {
+      const match = given.find(
+        (p) => p.name === name && p.algorithm === algorithm && (p.scope ?? s) === s,
+      );
+      return match ?? known?.(s, name, algorithm);
+    });
+    return scope === undefined ? states : states.filter((s) => s.scope === scope);
+  }
+
+  /**
+   * Runs an operator's store call (inspect, overrides, exemptions): bounded by its own
+   * generous timeout (30 s) and kept out of the circuit breaker. Not for requests.
+   * @throws {RateLimitBackendError} when the store fails or takes longer
+   */
+  operate<T>(call: (store: RateLimitStore) => Promise<T>): Promise<T> {
+    return this.guard(() => call(this.store), RESET_TIMEOUT_MS, false);
   }
 
   private async run(

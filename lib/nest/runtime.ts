@@ -2,7 +2,7 @@ import type { ExecutionContext } from '@nestjs/common';
 import { performance } from 'node:perf_hooks';
 import { quote, RateLimitBackendError, RateLimitConfigError } from '../core/errors.js';
 import { definePolicy, type LimitEntry, type RateLimiter } from '../core/limiter.js';
-import { checkCost, type Decision, type Policy } from '../core/policy.js';
+import { checkCost, type Algorithm, type Decision, type Policy } from '../core/policy.js';
 import type { RateInput } from '../core/rate.js';
 import {
   rateLimitHeaders,
@@ -83,6 +83,8 @@ export class RateLimitRuntime {
   /** Per controller, then per handler: an inherited handler serves several controllers. */
   private readonly routes = new WeakMap<Target, Map<Target, Route>>();
   private readonly dynamicPolicies = new Map<string, Policy>();
+  /** Static policies of the routes resolved so far, by scope, name and algorithm; null when two disagree. */
+  private readonly known = new Map<string, Policy | null>();
   private readonly defaultPolicy: DeclaredPolicy | undefined;
   private readonly headerOptions: HeaderOptions | false;
   /** Set only when `onDecision` or `metrics` is: otherwise requests pay nothing for them. */
@@ -144,7 +146,32 @@ export class RateLimitRuntime {
     };
     if (!byHandler) this.routes.set(controller, (byHandler = new Map()));
     byHandler.set(handler, route);
+    for (const rule of rules) {
+      if (!rule.policy) continue;
+      const id = knownId(rule.scope, rule.name, rule.policy.algorithm);
+      const seen = this.known.get(id);
+      if (seen === undefined) this.known.set(id, rule.policy);
+      else if (seen !== null && !sameRate(seen, rule.policy)) this.known.set(id, null);
+    }
     return route;
+  }
+
+  /**
+   * The policy with this scope, name and algorithm among the static policies of the routes
+   * resolved so far (every route, after bootstrap); undefined when none, or when routes
+   * sharing the scope declare different rates for it.
+   */
+  knownPolicy(scope: string, name: string, algorithm: Algorithm): Policy | undefined {
+    return this.known.get(knownId(scope, name, algorithm)) ?? undefined;
+  }
+
+  /** Every policy {@link RateLimitRuntime.knownPolicy} recognises, with its scope. */
+  knownPolicies(): { scope: string; policy: Policy }[] {
+    const out: { scope: string; policy: Policy }[] = [];
+    for (const [id, policy] of this.known) {
+      if (policy) out.push({ scope: (JSON.parse(id) as string[])[0]!, policy });
+    }
+    return out;
   }
 
   /**
@@ -524,4 +551,12 @@ function isThenable(value: unknown): value is PromiseLike<unknown> {
 
 function messageOf(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
+}
+
+function knownId(scope: string, name: string, algorithm: Algorithm): string {
+  return JSON.stringify([scope, name, algorithm]);
+}
+
+function sameRate(a: Policy, b: Policy): boolean {
+  return a.limit === b.limit && a.periodMs === b.periodMs && a.capacity === b.capacity;
 }

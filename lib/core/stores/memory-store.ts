@@ -1,6 +1,14 @@
 import { ALGORITHM_IMPLS, decideAll, type State } from '../algorithms/index.js';
 import { quote, RateLimitConfigError } from '../errors.js';
-import type { RateLimitStore, StoreOutcome, StorePolicy } from './store.js';
+import type {
+  ControlChange,
+  ControlSnapshot,
+  RateLimitStore,
+  StoredKey,
+  StoreOutcome,
+  StorePolicy,
+  StoreSnapshot,
+} from './store.js';
 
 /** Options of {@link MemoryStore}. */
 export interface MemoryStoreOptions {
@@ -38,6 +46,8 @@ interface Entry {
  */
 export class MemoryStore implements RateLimitStore {
   private readonly entries = new Map<string, Entry>();
+  /** Control hashes (overrides, exemptions): few, written by operators, kept apart from `entries`. */
+  private readonly controls = new Map<string, { fields: Map<string, string>; expiresAt: number }>();
   private readonly clock: () => number;
   private readonly maxKeys: number;
   private readonly sweepBatch: number;
@@ -111,6 +121,81 @@ export class MemoryStore implements RateLimitStore {
   }
 
   /**
+   * Every live key starting with `keyPrefix`, read at one instant; token bucket and GCRA
+   * states (`[tatMs, ticks]` here) are given as the debt `[ms, ticks]` of {@link StoredKey.state}.
+   */
+  inspect(keyPrefix: string): Promise<StoreSnapshot> {
+    const nowMs = this.clock();
+    const keys: StoredKey[] = [];
+    for (const [key, entry] of this.entries) {
+      if (!key.startsWith(keyPrefix) || entry.expiresAt <= nowMs) continue;
+      const tag = key.slice(key.lastIndexOf(':') + 1);
+      const state =
+        tag === 'tb' || tag === 'gcra' ? [entry.state[0]! - nowMs, entry.state[1]!] : entry.state;
+      keys.push({ key, ttlMs: entry.expiresAt - nowMs, state });
+    }
+    for (const [key, control] of this.controls) {
+      if (!key.startsWith(keyPrefix) || control.expiresAt <= nowMs) continue;
+      keys.push({
+        key,
+        ttlMs: control.expiresAt - nowMs,
+        fields: Object.fromEntries(control.fields),
+      });
+    }
+    return Promise.resolve({ nowMs, keys });
+  }
+
+  /** Same semantics as the Redis control script (see `RateLimitStore.control`), on this store's clock. */
+  control(key: string, change: ControlChange): Promise<ControlSnapshot> {
+    const nowMs = this.clock();
+    let control = this.controls.get(key);
+    if (control && control.expiresAt <= nowMs) {
+      this.controls.delete(key);
+      control = undefined;
+    }
+    let removed = false;
+    if (change.op !== 'get' && control) {
+      for (const [field, value] of control.fields) {
+        if (field.startsWith('r:')) continue;
+        const until = Number(/^\d+/.exec(value)?.[0]);
+        if (!(until > nowMs)) {
+          control.fields.delete(field);
+          control.fields.delete(`r:${field}`);
+        }
+      }
+    }
+    if (change.op === 'set') {
+      const untilMs = nowMs + change.ttlMs;
+      control ??= { fields: new Map(), expiresAt: 0 };
+      control.fields.set(change.field, change.value ? `${untilMs}:${change.value}` : `${untilMs}`);
+      control.fields.set(`r:${change.field}`, change.reason);
+      control.expiresAt = Math.max(control.expiresAt, untilMs);
+      this.controls.set(key, control);
+    } else if (change.op === 'remove' && control) {
+      removed = control.fields.delete(change.field);
+      control.fields.delete(`r:${change.field}`);
+    }
+    if (control && control.fields.size === 0) this.controls.delete(key);
+    return Promise.resolve({
+      nowMs,
+      fields: Object.fromEntries(control?.fields ?? []),
+      ...(change.op === 'remove' && { removed }),
+    });
+  }
+
+  /**
+   * The live fields of a control hash (see `controlKey`), or undefined; for the per-request
+   * read of overrides and exemptions.
+   */
+  controlFields(key: string): ReadonlyMap<string, string> | undefined {
+    const control = this.controls.get(key);
+    if (!control) return undefined;
+    if (control.expiresAt > this.clock()) return control.fields;
+    this.controls.delete(key);
+    return undefined;
+  }
+
+  /**
    * Drops expired keys among the next `batch` keys (default `sweepBatch`), continuing where
    * the last sweep stopped. Runs on its own timer; call it directly with an injected clock.
    * @returns how many keys were dropped
@@ -128,12 +213,16 @@ export class MemoryStore implements RateLimitStore {
       const [key, entry] = next.value;
       if (entry.expiresAt <= now && this.entries.delete(key)) dropped++;
     }
+    for (const [key, control] of this.controls) {
+      if (control.expiresAt <= now) this.controls.delete(key);
+    }
     return dropped;
   }
 
   close(): Promise<void> {
     if (this.timer) clearInterval(this.timer);
     this.entries.clear();
+    this.controls.clear();
     return Promise.resolve();
   }
 

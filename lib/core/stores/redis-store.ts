@@ -1,7 +1,18 @@
 import type { Cluster, Redis } from 'ioredis';
 import { ALGORITHM_IMPLS, decideAll, type State } from '../algorithms/index.js';
+import { decodeInts } from '../algorithms/types.js';
+import { isControlKey } from '../keys.js';
+import { CONTROL_SCRIPT, CONTROL_SHA, INSPECT_SCRIPT, INSPECT_SHA } from './redis-admin-scripts.js';
 import { ARGS_PER_POLICY, CONSUME_SCRIPT, CONSUME_SHA } from './redis-script.js';
-import type { RateLimitStore, StoreOutcome, StorePolicy } from './store.js';
+import type {
+  ControlChange,
+  ControlSnapshot,
+  RateLimitStore,
+  StoredKey,
+  StoreOutcome,
+  StorePolicy,
+  StoreSnapshot,
+} from './store.js';
 
 /** Options of {@link RedisStore}. */
 export interface RedisStoreOptions {
@@ -125,12 +136,8 @@ export class RedisStore implements RateLimitStore {
   }
 
   async deleteByPrefix(keyPrefix: string): Promise<number> {
-    // SCAN and GETKEYSINSLOT see the client's own keyPrefix; UNLINK adds it again.
-    const own = clientKeyPrefix(this.client);
-    const found = this.client.isCluster
-      ? await this.keysInSlot(this.client as Cluster, own + keyPrefix)
-      : await this.scanKeys(this.client as Redis, own + keyPrefix);
-    const keys = found.map((key) => key.slice(own.length));
+    // Overrides and exemptions outlive a reset.
+    const keys = (await this.findKeys(keyPrefix)).filter((key) => !isControlKey(key));
     let deleted = 0;
     if (this.client.isCluster) {
       // One key per command: a single-key UNLINK follows ASK redirects while its slot
@@ -141,6 +148,104 @@ export class RedisStore implements RateLimitStore {
         deleted += await this.client.unlink(...keys.slice(i, i + 500));
     }
     return deleted;
+  }
+
+  /**
+   * Finds the keys like {@link RedisStore.deleteByPrefix} (SCAN on standalone; on Cluster
+   * only the identity's slot, on the master that owns it), then reads them all with `TIME`
+   * in one script call, so every state is seen at the same instant.
+   */
+  async inspect(keyPrefix: string): Promise<StoreSnapshot> {
+    const keys = await this.findKeys(keyPrefix);
+    const reply = (await this.evalScript(INSPECT_SCRIPT, INSPECT_SHA, keys, [
+      this.clock ? this.clock() : '',
+    ])) as (number | string | string[] | null)[];
+    const nowMs = reply[0] as number;
+    const found: StoredKey[] = [];
+    keys.forEach((key, i) => {
+      const ttlMs = reply[2 * i + 1] as number;
+      const value = reply[2 * i + 2] ?? null;
+      if (ttlMs === -2 || value === null) return; // gone since it was found
+      if (Array.isArray(value)) {
+        found.push({ key, ttlMs, fields: pairsToRecord(value) });
+        return;
+      }
+      const state = this.decodeStored(key, ttlMs, String(value), nowMs);
+      if (state !== null) found.push({ key, ttlMs, state });
+    });
+    return { nowMs, keys: found };
+  }
+
+  async control(key: string, change: ControlChange): Promise<ControlSnapshot> {
+    const args: (string | number)[] =
+      change.op === 'set'
+        ? ['s', '', change.field, change.value ?? '', change.ttlMs, change.reason]
+        : change.op === 'remove'
+          ? ['d', '', change.field, '', 0, '']
+          : ['g', '', '', '', 0, ''];
+    if (this.clock) args[1] = this.clock();
+    const [nowMs, pairs, removed] = (await this.evalScript(
+      CONTROL_SCRIPT,
+      CONTROL_SHA,
+      [key],
+      args,
+    )) as [number, string[], number];
+    return {
+      nowMs,
+      fields: pairsToRecord(pairs),
+      ...(change.op === 'remove' && { removed: removed > 0 }),
+    };
+  }
+
+  /**
+   * A stored value as {@link StoredKey.state} describes it, by the key's algorithm tag;
+   * null for a state that a test clock has moved past its expiry.
+   */
+  private decodeStored(
+    key: string,
+    ttlMs: number,
+    value: string,
+    nowMs: number,
+  ): readonly number[] | undefined | null {
+    const tag = key.slice(key.lastIndexOf(':') + 1);
+    if (tag === 'fw') return decodeInts(value, 2);
+    if (tag === 'sw') return decodeInts(value, 3);
+    if (tag !== 'tb' && tag !== 'gcra') return undefined;
+    if (this.clock) {
+      // A test clock: "<expiryMs>:<credit>", the expiry on that clock (null: expired on it).
+      const [expiry, credit] = value.split(':').map(Number);
+      if (!Number.isSafeInteger(expiry)) return [0, 0];
+      if (expiry! <= nowMs) return null;
+      return [expiry! - nowMs, -(Number.isSafeInteger(credit) ? credit! : 0)];
+    }
+    // The expiry is the TAT rounded up to the ms; the value the ticks that rounding added.
+    if (ttlMs < 0) return [0, 0];
+    const credit = Number(value);
+    return [ttlMs, Number.isSafeInteger(credit) ? -credit : 0];
+  }
+
+  /** The keys starting with `keyPrefix`, without the client's own keyPrefix. */
+  private async findKeys(keyPrefix: string): Promise<string[]> {
+    // SCAN and GETKEYSINSLOT see the client's own keyPrefix; commands add it again.
+    const own = clientKeyPrefix(this.client);
+    const found = this.client.isCluster
+      ? await this.keysInSlot(this.client as Cluster, own + keyPrefix)
+      : await this.scanKeys(this.client as Redis, own + keyPrefix);
+    return found.map((key) => key.slice(own.length));
+  }
+
+  private async evalScript(
+    script: string,
+    sha: string,
+    keys: string[],
+    args: (string | number)[],
+  ): Promise<unknown> {
+    try {
+      return await this.client.evalsha(sha, keys.length, ...keys, ...args);
+    } catch (error) {
+      if (!isNoScript(error)) throw error;
+      return await this.client.eval(script, keys.length, ...keys, ...args);
+    }
   }
 
   private async evalConsume(keys: string[], args: (string | number)[]): Promise<ScriptReply> {
@@ -230,6 +335,12 @@ export function replaySettings(client: Redis | Cluster): string[] {
 function clientKeyPrefix(client: Redis | Cluster): string {
   const options = client.options as { keyPrefix?: string; redisOptions?: { keyPrefix?: string } };
   return options.keyPrefix ?? options.redisOptions?.keyPrefix ?? '';
+}
+
+function pairsToRecord(pairs: readonly string[]): Record<string, string> {
+  const record: Record<string, string> = {};
+  for (let i = 0; i + 1 < pairs.length; i += 2) record[pairs[i]!] = pairs[i + 1]!;
+  return record;
 }
 
 function isNoScript(error: unknown): boolean {

@@ -47,11 +47,78 @@ export interface RateLimitStore {
    */
   consume(policies: readonly StorePolicy[]): Promise<StoreOutcome[]>;
   /**
-   * Deletes every key that starts with `keyPrefix`. The prefix always contains the
-   * identity's hash tag, so on Cluster all matching keys live in one slot.
+   * Deletes every key that starts with `keyPrefix`, except control keys (overrides and
+   * exemptions, `…}:ctl`: see `controlKey`). The prefix always contains the identity's hash
+   * tag, so on Cluster all matching keys live in one slot.
    * @returns how many keys were deleted
    */
   deleteByPrefix(keyPrefix: string): Promise<number>;
+  /**
+   * Reads every key that starts with `keyPrefix` (all in one slot, as for
+   * {@link RateLimitStore.deleteByPrefix}) at one instant. Optional for third-party stores:
+   * `RateLimitService.inspect` throws a clear error without it.
+   */
+  inspect?(keyPrefix: string): Promise<StoreSnapshot>;
+  /**
+   * Reads or changes one control hash (see `controlKey`) at one instant, on the store's clock.
+   * Optional for third-party stores: the override and exemption methods of
+   * `RateLimitService` throw a clear error without it.
+   */
+  control?(key: string, change: ControlChange): Promise<ControlSnapshot>;
   /** Releases what the store itself created (timers, its own connections). */
   close?(): Promise<void>;
+}
+
+/**
+ * One stored key as {@link RateLimitStore.inspect} read it.
+ */
+export interface StoredKey {
+  /** The key, as the limiter named it. */
+  readonly key: string;
+  /** **ms** before the key expires; -1 when it has no expiry. */
+  readonly ttlMs: number;
+  /**
+   * The state, by the key's algorithm tag (its last part), undefined when unreadable:
+   * - `tb`, `gcra`: `[ms, ticks]`, the debt `ms·L + ticks` in ticks of 1/L ms (L = the
+   *   policy's limit; `|ticks| < L`, negative when the stored expiry was rounded up);
+   * - `fw`: `[count, windowEndMs]`; `sw`: `[windowIndex, current, previous]`.
+   */
+  readonly state?: readonly number[];
+  /** For a control key: its hash fields. */
+  readonly fields?: Readonly<Record<string, string>>;
+}
+
+/** What {@link RateLimitStore.inspect} returns. */
+export interface StoreSnapshot {
+  /** The store's time when the keys were read, in ms since the epoch. */
+  readonly nowMs: number;
+  readonly keys: readonly StoredKey[];
+}
+
+/**
+ * A change to a control hash. `set` writes `field` = `"<untilMs>"` (with `value`,
+ * `"<untilMs>:<value>"`) where `untilMs = now + ttlMs`, and `r:<field>` = `reason`; the hash
+ * then expires at the later of its current expiry and `untilMs`. `remove` deletes a field
+ * and its `r:` field. Fields whose `untilMs` has passed may be deleted by any change.
+ */
+export type ControlChange =
+  | { readonly op: 'get' }
+  | {
+      readonly op: 'set';
+      readonly field: string;
+      readonly value?: string;
+      /** **ms**, an integer from 1 to 2^31-1. */
+      readonly ttlMs: number;
+      readonly reason: string;
+    }
+  | { readonly op: 'remove'; readonly field: string };
+
+/** A control hash after a {@link ControlChange}. */
+export interface ControlSnapshot {
+  /** The store's time, in ms since the epoch. */
+  readonly nowMs: number;
+  /** Every field of the hash, expired ones included unless pruned. */
+  readonly fields: Readonly<Record<string, string>>;
+  /** For `remove`: whether the field existed. */
+  readonly removed?: boolean;
 }

@@ -1,0 +1,127 @@
+import { ALGORITHM_IMPLS } from './algorithms/index.js';
+import { applicableOverride, type OverrideEntry } from './control.js';
+import { isControlKey } from './keys.js';
+import { ALGORITHMS, type Algorithm } from './policy.js';
+import type { StoreSnapshot } from './stores/store.js';
+
+/**
+ * The stored state of one policy, by algorithm. Times in **ms** since the epoch on the
+ * store's clock (the Redis server's), durations in **ms**.
+ */
+export type InspectedState =
+  /** The theoretical arrival time (TAT), rounded up to the ms. */
+  | { readonly tatMs: number }
+  /**
+   * Token bucket: the tokens in the bucket (may be fractional: `3/s` refills one every
+   * 333.3 ms) when the policy is known; else only the debt, the time until it is full.
+   */
+  | { readonly tokens: number }
+  | { readonly debtMs: number }
+  /** Fixed window: units spent in the window, and when it closes. */
+  | { readonly count: number; readonly windowEndMs: number }
+  /** Sliding window: the window index (`floor(now / periodMs)`) and the counts of it and the one before. */
+  | { readonly windowIndex: number; readonly current: number; readonly previous: number };
+
+/** One stored policy state of an identity, as `inspect` reports it. */
+export interface InspectedPolicy {
+  /** The store key. */
+  readonly key: string;
+  readonly scope: string;
+  /** The policy name. */
+  readonly policy: string;
+  readonly algorithm: Algorithm;
+  /** **ms** until the state is back to full (nothing spent). */
+  readonly resetMs: number;
+  readonly state: InspectedState;
+  /** When the policy is known (or an override applies): units per period in force. */
+  readonly limit?: number;
+  /** When the policy is known (or an override applies): units that may be spent now. */
+  readonly remaining?: number;
+  /** The override in force for this policy, if any. */
+  readonly override?: Omit<OverrideEntry, 'scope' | 'policy' | 'reason'>;
+}
+
+/** A policy the caller knows the rate of, to report `limit` and `remaining`. */
+export interface KnownPolicy {
+  readonly limit: number;
+  /** **ms**. */
+  readonly periodMs: number;
+  /** `burst ?? limit` for token bucket and GCRA, the limit for the windows. */
+  readonly capacity: number;
+}
+
+const BY_TAG = new Map(ALGORITHMS.map((a) => [ALGORITHM_IMPLS[a].tag, a]));
+
+/**
+ * Turns what a store read (see `RateLimitStore.inspect`) into one entry per policy key
+ * under `identityPrefix` (`<prefix>:{<tag>}:`), sorted by key.
+ * `known` gives the rate of a policy by scope, name and algorithm, when there is one.
+ */
+export function describeSnapshot(
+  snapshot: StoreSnapshot,
+  identityPrefix: string,
+  known: (scope: string, name: string, algorithm: Algorithm) => KnownPolicy | undefined,
+): InspectedPolicy[] {
+  const { nowMs } = snapshot;
+  const control = snapshot.keys.find((k) => isControlKey(k.key))?.fields ?? {};
+  const out: InspectedPolicy[] = [];
+  for (const { key, ttlMs, state } of snapshot.keys) {
+    if (!key.startsWith(identityPrefix) || state === undefined) continue;
+    const parts = key.slice(identityPrefix.length).split(':');
+    const algorithm = BY_TAG.get(parts[2] ?? '');
+    if (parts.length !== 3 || algorithm === undefined) continue;
+    const [scope, name] = parts as [string, string];
+    const override = applicableOverride(control, nowMs, scope, name);
+    const windowed = algorithm === 'fixed-window' || algorithm === 'sliding-window';
+    const policy: KnownPolicy | undefined = override
+      ? {
+          limit: override.limit,
+          periodMs: override.periodMs,
+          capacity: windowed ? override.limit : (override.burst ?? override.limit),
+        }
+      : known(scope, name, algorithm);
+    const base = { key, scope, policy: name, algorithm, ...(override && { override }) };
+    if (!windowed) {
+      const [ms, ticks] = state as [number, number];
+      if (!policy) {
+        // Without the limit, the debt is known to the ms, rounded up.
+        const debtMs = Math.max(0, ticks > 0 ? ms + 1 : ms);
+        const shown = algorithm === 'gcra' ? { tatMs: nowMs + debtMs } : { debtMs };
+        out.push({ ...base, resetMs: debtMs, state: shown });
+        continue;
+      }
+      const { limit: L, periodMs: P, capacity } = policy;
+      const tau = capacity * P;
+      const debt = Math.min(tau, Math.max(0, ms * L + ticks));
+      const resetMs = Math.ceil(debt / L);
+      out.push({
+        ...base,
+        resetMs,
+        state: algorithm === 'gcra' ? { tatMs: nowMs + resetMs } : { tokens: (tau - debt) / P },
+        limit: L,
+        remaining: Math.floor((tau - debt) / P),
+      });
+      continue;
+    }
+    const shown =
+      algorithm === 'fixed-window'
+        ? { count: state[0]!, windowEndMs: state[1]! }
+        : { windowIndex: state[0]!, current: state[1]!, previous: state[2]! };
+    if (!policy) {
+      // The window end, or for a sliding window the key's expiry: both when the state is empty.
+      const resetMs =
+        algorithm === 'fixed-window' ? Math.max(0, state[1]! - nowMs) : Math.max(0, ttlMs);
+      out.push({ ...base, resetMs, state: shown });
+      continue;
+    }
+    const outcome = ALGORITHM_IMPLS[algorithm].evaluate(state, nowMs, { ...policy, cost: 0 });
+    out.push({
+      ...base,
+      resetMs: outcome.resetMs,
+      state: shown,
+      limit: policy.limit,
+      remaining: outcome.remaining,
+    });
+  }
+  return out.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+}

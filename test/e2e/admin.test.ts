@@ -1,0 +1,258 @@
+/**
+ * The admin endpoints (issue 7): RateLimitAdminModule mounted behind an auth guard, end to
+ * end on both platforms, on the shared Redis.
+ */
+import 'reflect-metadata';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
+import {
+  Controller,
+  Get,
+  Injectable,
+  Module,
+  UnauthorizedException,
+  type CanActivate,
+  type ExecutionContext,
+} from '@nestjs/common';
+import type { Redis } from 'ioredis';
+import { controlKey, RateLimit, RateLimitAdminModule, RateLimitModule } from '../../lib/index.js';
+import { disconnect, newRedis, redisUrl } from '../harness/redis.js';
+import {
+  bootstrap,
+  CapturingLogger,
+  PLATFORMS,
+  uniquePrefix,
+  type Platform,
+} from './support/app.js';
+
+@Injectable()
+class TokenGuard implements CanActivate {
+  canActivate(ctx: ExecutionContext): boolean {
+    const request = ctx
+      .switchToHttp()
+      .getRequest<{ headers: Record<string, string | undefined> }>();
+    if (request.headers.authorization !== 'Bearer operator') throw new UnauthorizedException();
+    return true;
+  }
+}
+
+@Controller('items')
+class ItemsController {
+  @Get()
+  @RateLimit('3/m')
+  list() {
+    return ['a'];
+  }
+}
+
+const AUTH = { authorization: 'Bearer operator' };
+
+interface Json {
+  status: number;
+  body: Record<string, unknown>;
+}
+
+let redis: Redis;
+beforeAll(() => {
+  redis = newRedis();
+});
+afterAll(() => disconnect(redis));
+
+describe.each(PLATFORMS)('admin endpoints on %s', (platform: Platform) => {
+  const logs = new CapturingLogger();
+  const prefix = uniquePrefix();
+  let url: string;
+  let close: () => Promise<void>;
+
+  beforeAll(async () => {
+    @Module({
+      imports: [
+        // A tiny default on every route: the admin endpoints must not be limited by it.
+        RateLimitModule.forRoot({ redis: redisUrl(), prefix, default: '1/h', timeoutMs: 2000 }),
+        RateLimitAdminModule.forRoot({ path: 'ops/rate-limit', guards: [TokenGuard] }),
+      ],
+      controllers: [ItemsController],
+    })
+    class AdminApp {}
+    const app = await bootstrap(platform, AdminApp, logs);
+    await app.listen(0, '127.0.0.1');
+    url = (await app.getUrl()).replace('[::1]', '127.0.0.1').replace('localhost', '127.0.0.1');
+    close = () => app.close();
+  });
+  afterAll(() => close?.());
+  beforeEach(() => logs.clear());
+
+  async function call(
+    method: string,
+    path: string,
+    body?: unknown,
+    headers: Record<string, string> = AUTH,
+  ): Promise<Json> {
+    const response = await fetch(`${url}/ops/rate-limit${path}`, {
+      method,
+      headers: { ...headers, ...(body !== undefined && { 'content-type': 'application/json' }) },
+      body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
+    });
+    const text = await response.text();
+    return {
+      status: response.status,
+      body: text ? (JSON.parse(text) as Record<string, unknown>) : {},
+    };
+  }
+
+  it("every endpoint answers 401 without the guard's credentials", async () => {
+    const id = encodeURIComponent('ip:203.0.113.7');
+    const calls: [string, string, unknown?][] = [
+      ['GET', `/${id}`],
+      ['DELETE', `/${id}`],
+      ['GET', `/${id}/overrides`],
+      ['PUT', `/${id}/overrides`, { scope: '*', rate: '5/m', ttlMs: 1000, reason: 'x' }],
+      ['DELETE', `/${id}/overrides?scope=*`],
+      ['PUT', `/${id}/exemption`, { ttlMs: 1000, reason: 'x' }],
+      ['DELETE', `/${id}/exemption`],
+    ];
+    for (const [method, path, body] of calls) {
+      expect([method, path, (await call(method, path, body, {})).status]).toEqual([
+        method,
+        path,
+        401,
+      ]);
+    }
+    expect(await redis.exists(controlKey(prefix, 'ip:203.0.113.7'))).toBe(0);
+  });
+
+  it("inspect shows a route's known policy, reset admits the next request", async () => {
+    const fetchItems = () => fetch(`${url}/items`).then((r) => r.status);
+    const statuses = [
+      await fetchItems(),
+      await fetchItems(),
+      await fetchItems(),
+      await fetchItems(),
+    ];
+    expect(statuses).toEqual([200, 200, 200, 429]);
+    const identity = encodeURIComponent('ip:127.0.0.1');
+    const inspected = await call('GET', `/${identity}`);
+    expect(inspected.status).toBe(200);
+    const policies = inspected.body.policies as Record<string, unknown>[];
+    expect(policies.map((p) => [p.scope, p.policy, p.algorithm, p.limit, p.remaining])).toEqual([
+      ['ItemsController.list', 'default', 'token-bucket', 3, 0],
+    ]);
+    expect(policies[0]!.key).toBe(`${prefix}:{ip:127.0.0.1}:ItemsController.list:default:tb`);
+    expect(await call('DELETE', `/${identity}?scope=ItemsController.list`)).toEqual({
+      status: 200,
+      body: { deleted: 1 },
+    });
+    expect(await fetchItems()).toBe(200);
+    expect((await call('DELETE', `/${identity}`)).body).toEqual({ deleted: 1 });
+  });
+
+  it('overrides and the exemption are written, listed, removed and audited', async () => {
+    const identity = 'user:ops-1';
+    const path = `/${encodeURIComponent(identity)}`;
+    const set = await call('PUT', `${path}/overrides`, {
+      scope: 'ItemsController.list',
+      policy: 'default',
+      rate: '100/m',
+      ttlMs: 60_000,
+      reason: 'partner import',
+      burst: 150,
+    });
+    expect(set.status).toBe(200);
+    expect(set.body).toEqual({
+      overrides: [
+        {
+          scope: 'ItemsController.list',
+          policy: 'default',
+          limit: 100,
+          periodMs: 60_000,
+          burst: 150,
+          expiresInMs: expect.any(Number),
+          reason: 'partner import',
+        },
+      ],
+    });
+    const expiresInMs = (set.body.overrides as { expiresInMs: number }[])[0]!.expiresInMs;
+    expect(expiresInMs).toBeGreaterThan(59_000);
+    expect(expiresInMs).toBeLessThanOrEqual(60_000);
+    const hash = await redis.hgetall(controlKey(prefix, identity));
+    expect(hash['o:ItemsController.list:default']).toMatch(/^\d{13}:100:60000:150$/);
+    expect(hash['r:o:ItemsController.list:default']).toBe('partner import');
+
+    expect(
+      (await call('PUT', `${path}/exemption`, { ttlMs: 30_000, reason: 'incident 7' })).status,
+    ).toBe(200);
+    const listed = await call('GET', `${path}/overrides`);
+    expect(listed.body.exemption).toEqual({
+      expiresInMs: expect.any(Number),
+      reason: 'incident 7',
+    });
+    expect(
+      await call('DELETE', `${path}/overrides?scope=ItemsController.list&policy=default`),
+    ).toEqual({
+      status: 200,
+      body: { removed: true },
+    });
+    expect(await call('DELETE', `${path}/exemption`)).toEqual({
+      status: 200,
+      body: { removed: true },
+    });
+    expect((await call('GET', `${path}/overrides`)).body).toEqual({ overrides: [] });
+
+    const events = logs.lines
+      .map((l) => l.message)
+      .filter((m) => m.startsWith('rate_limit.'))
+      .map((m) => m.split(' ')[0]);
+    expect(events).toEqual([
+      'rate_limit.override_set',
+      'rate_limit.exemption_set',
+      'rate_limit.override_removed',
+      'rate_limit.exemption_removed',
+    ]);
+    expect(logs.lines.some((l) => l.message.includes(identity))).toBe(false);
+  });
+
+  it('bad input answers 400 with a clear message, never 500', async () => {
+    const path = `/${encodeURIComponent('user:ops-2')}`;
+    const good = { scope: '*', rate: '5/m', ttlMs: 1000, reason: 'ok' };
+    const cases: [string, string, unknown, RegExp][] = [
+      ['PUT', `${path}/overrides`, { ...good, rate: 'lots' }, /invalid rate/],
+      ['PUT', `${path}/overrides`, { ...good, rate: 5 }, /rate/],
+      ['PUT', `${path}/overrides`, { ...good, scope: undefined }, /scope is required/],
+      ['PUT', `${path}/overrides`, { ...good, scope: 'a b' }, /invalid scope/],
+      ['PUT', `${path}/overrides`, { ...good, policy: 'x:y' }, /invalid policy name/],
+      ['PUT', `${path}/overrides`, { ...good, ttlMs: -5 }, /invalid ttlMs/],
+      ['PUT', `${path}/overrides`, { ...good, ttlMs: '1000' }, /invalid ttlMs/],
+      ['PUT', `${path}/overrides`, { ...good, reason: '' }, /invalid reason/],
+      ['PUT', `${path}/overrides`, { ...good, burst: 'many' }, /invalid burst/],
+      ['PUT', `${path}/overrides`, [good], /JSON object/],
+      ['PUT', `${path}/exemption`, { ttlMs: 2 ** 31, reason: 'x' }, /invalid ttlMs/],
+      ['PUT', `${path}/exemption`, { ttlMs: 1000 }, /invalid reason/],
+      ['DELETE', `${path}/overrides`, undefined, /scope is required/],
+      ['DELETE', `${path}/overrides?scope=*&policy=a%20b`, undefined, /invalid policy name/],
+      ['GET', `${path}?scope=no%20spaces`, undefined, /invalid scope/],
+      ['DELETE', `${path}?scope=a&scope=b`, undefined, /given once/],
+    ];
+    for (const [method, p, body, message] of cases) {
+      const reply = await call(method, p, body);
+      expect([method, p, reply.status]).toEqual([method, p, 400]);
+      expect(String(reply.body.message)).toMatch(message);
+    }
+    expect(await redis.exists(controlKey(prefix, 'user:ops-2'))).toBe(0);
+  });
+
+  it('the admin endpoints are not rate limited', async () => {
+    // The module default is 1/h per client: a limited endpoint would answer 429 from the second call.
+    const statuses: number[] = [];
+    for (let i = 0; i < 5; i++) statuses.push((await call('GET', '/someone')).status);
+    expect(statuses).toEqual([200, 200, 200, 200, 200]);
+  });
+});
+
+describe('RateLimitAdminModule.forRoot', () => {
+  it('refuses to mount without guards', () => {
+    expect(() => RateLimitAdminModule.forRoot({} as never)).toThrow(/invalid guards undefined/);
+    expect(() => RateLimitAdminModule.forRoot({ guards: [TokenGuard], path: 'a b' })).toThrow(
+      /invalid path/,
+    );
+    expect(RateLimitAdminModule.forRoot({ guards: [] }).controllers).toHaveLength(1);
+  });
+});
