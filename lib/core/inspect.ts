@@ -82,7 +82,11 @@ export function describeSnapshot(
       : known(scope, name, algorithm);
     const base = { key, scope, policy: name, algorithm, ...(override && { override }) };
     if (!windowed) {
-      const [ms, ticks] = state as [number, number];
+      // Under an override, token bucket and GCRA run a bucket of their own (`<key>:o`),
+      // starting full (see CONSUME_SCRIPT).
+      const [ms, ticks] = (
+        override ? (snapshot.keys.find((k) => k.key === `${key}:o`)?.state ?? [0, 0]) : state
+      ) as [number, number];
       if (!policy) {
         // Without the limit, the debt is known to the ms, rounded up.
         const debtMs = Math.max(0, ticks > 0 ? ms + 1 : ms);

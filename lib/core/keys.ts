@@ -75,3 +75,12 @@ export function checkPrefix(prefix: unknown, where?: string): asserts prefix is 
     );
   }
 }
+
+/**
+ * The algorithm tag of a policy key (`fw`, `sw`, `tb`, `gcra`), also for the `<key>:o` that
+ * token bucket and GCRA use under an override.
+ */
+export function algorithmTagOf(key: string): string {
+  const end = key.endsWith(':o') ? key.length - 2 : key.length;
+  return key.slice(key.lastIndexOf(':', end - 1) + 1, end);
+}

@@ -137,8 +137,8 @@ describe.each([memoryKind, standaloneKind])('operating %p', (makeKind: () => Sto
     let [entry] = await service.inspect('u');
     expect(entry).toMatchObject({
       limit: 20,
-      // The debt is kept as time: 8 tokens at 10/s = 800 ms = 16 tokens at 20/s; 40 - 16.
-      remaining: 24,
+      // Under an override a token bucket runs a bucket of its own, starting full (burst 40).
+      remaining: 40,
       override: { limit: 20, periodMs: 1000, burst: 40, expiresInMs: 400 },
     });
     await service.setOverride('u', 'jobs', '30/s', { policy: 'a', ttlMs: 200, reason: 'exact' });
@@ -149,10 +149,10 @@ describe.each([memoryKind, standaloneKind])('operating %p', (makeKind: () => Sto
     expect(entry!.override).toEqual({ limit: 20, periodMs: 1000, burst: 40, expiresInMs: 200 });
     clock.now += 200;
     [entry] = await service.inspect('u');
-    // 400 ms of debt left = 40 tokens at 100/s, of 100.
+    // The override's own bucket, still full: nothing was spent under it.
     expect(entry).toMatchObject({
       limit: 100,
-      remaining: 60,
+      remaining: 100,
       override: { limit: 100, periodMs: 1000, expiresInMs: 4600 },
     });
     await service.removeOverride('u', '*');
@@ -339,6 +339,14 @@ describe('the control hash on the Redis server clock', () => {
     expect(await service.listOverrides('u')).toEqual({ overrides: [] });
     await service.exempt('u', { ttlMs: 60_000, reason: 'now' });
     expect(Object.keys(await redis.hgetall(key)).sort()).toEqual(['exempt', 'r:exempt']);
+    // Exempt: a check spends nothing, so there is no policy key yet.
+    expect((await service.check('u', { rate: '5/m' })).policies[0]).toMatchObject({
+      exempt: true,
+      remaining: 5,
+    });
+    expect(await service.reset('u')).toBe(0);
+    await service.removeExemption('u');
+    await service.setOverride('u', '*', '50/m', { ttlMs: 60_000, reason: 'kept' });
     await service.check('u', { rate: '5/m' });
     expect(await service.reset('u')).toBe(1);
     expect(await redis.exists(key)).toBe(1);

@@ -1,4 +1,6 @@
 import { ALGORITHM_IMPLS, decideAll, type State } from '../algorithms/index.js';
+import { applicableOverride } from '../control.js';
+import { algorithmTagOf } from '../keys.js';
 import { quote, RateLimitConfigError } from '../errors.js';
 import type {
   ControlChange,
@@ -92,24 +94,53 @@ export class MemoryStore implements RateLimitStore {
 
   consume(policies: readonly StorePolicy[]): Promise<StoreOutcome[]> {
     const now = this.clock();
-    const evaluations = policies.map((p) => ({
+    // Overrides and exemptions, as the Redis script applies them (see CONSUME_SCRIPT).
+    const effects = policies.map((p) => this.controlOf(p, now));
+    const evaluations = policies.map((p, i) => ({
       impl: ALGORITHM_IMPLS[p.algorithm],
-      state: this.read(p.key, now),
-      params: p,
+      state: this.read(effects[i]!.params.key, now),
+      params: effects[i]!.params,
       now,
     }));
     const outcomes = decideAll(evaluations);
     outcomes.forEach((o, i) => {
-      if (o.state) this.write(policies[i]!.key, o.state, now + o.ttlMs!);
+      if (o.state) this.write(effects[i]!.params.key, o.state, now + o.ttlMs!);
     });
     return Promise.resolve(
-      outcomes.map(({ allowed, remaining, resetMs, retryAfterMs }) => ({
-        allowed,
-        remaining,
-        resetMs,
-        retryAfterMs,
-      })),
+      outcomes.map(({ allowed, remaining, resetMs, retryAfterMs }, i): StoreOutcome => {
+        const outcome = { allowed, remaining, resetMs, retryAfterMs };
+        const { exempt, override } = effects[i]!;
+        if (exempt) return { ...outcome, exempt };
+        return override ? { ...outcome, override } : outcome;
+      }),
     );
+  }
+
+  private controlOf(
+    policy: StorePolicy,
+    now: number,
+  ): { params: StorePolicy; exempt?: true; override?: { limit: number; periodMs: number } } {
+    const { key } = policy;
+    const close = key.indexOf('}');
+    const control = this.controlFields(`${key.slice(0, close + 1)}:ctl`);
+    if (!control) return { params: policy };
+    const fields = Object.fromEntries(control);
+    const until = Number(fields.exempt);
+    if (Number.isSafeInteger(until) && until > now) {
+      return { params: { ...policy, cost: 0 }, exempt: true };
+    }
+    const [scope = '', name = ''] = key.slice(close + 2).split(':');
+    const found = applicableOverride(fields, now, scope, name);
+    if (!found) return { params: policy };
+    const { limit, periodMs } = found;
+    const window = policy.algorithm === 'fixed-window' || policy.algorithm === 'sliding-window';
+    const capacity = window ? limit : (found.burst ?? limit);
+    // Token bucket and GCRA under an override: a bucket of its own (see CONSUME_SCRIPT).
+    const overrideKey = window ? key : `${key}:o`;
+    return {
+      params: { ...policy, key: overrideKey, limit, periodMs, capacity },
+      override: { limit, periodMs },
+    };
   }
 
   deleteByPrefix(keyPrefix: string): Promise<number> {
@@ -129,7 +160,7 @@ export class MemoryStore implements RateLimitStore {
     const keys: StoredKey[] = [];
     for (const [key, entry] of this.entries) {
       if (!key.startsWith(keyPrefix) || entry.expiresAt <= nowMs) continue;
-      const tag = key.slice(key.lastIndexOf(':') + 1);
+      const tag = algorithmTagOf(key);
       const state =
         tag === 'tb' || tag === 'gcra' ? [entry.state[0]! - nowMs, entry.state[1]!] : entry.state;
       keys.push({ key, ttlMs: entry.expiresAt - nowMs, state });

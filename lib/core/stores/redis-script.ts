@@ -27,6 +27,7 @@ export const ARGS_PER_POLICY = 5;
  *   capacity of an override in force, or '' for none. An override field of the hash is
  *   `o:<scope|*>:<name|*>` = `<untilMs>:<limit>:<periodMs>:<burst|0>`, the exemption
  *   `exempt` = `<untilMs>`, both on the server clock; the most specific field in force wins.
+ *   Under an override, token bucket and GCRA keep their state in `<key>:o` (same slot).
  *
  * Token bucket and GCRA are one debt (`C·P - scaledTokens` = `(TAT - now)·L`; see gcra.ts),
  * kept in the key's **expiry**: the key expires at the TAT rounded up to the ms, and its
@@ -89,12 +90,16 @@ for i = 1, n do
         local scope, name = string.sub(key, b + 2, s1 - 1), string.sub(key, s1 + 1, s2 - 1)
         for _, field in ipairs({ scope .. ':' .. name, scope .. ':*', '*:' .. name, '*:*' }) do
           local o = f['o:' .. field]
-          local u, ol, op, ob = o and string.match(o, '^(%d+):(%d+):(%d+):(%d+)$')
+          local u, ol, op, ob
+          if o then u, ol, op, ob = string.match(o, '^(%d+):(%d+):(%d+):(%d+)$') end
           if u and tonumber(u) > now and tonumber(ol) > 0 and tonumber(op) > 0 then
             L, P = tonumber(ol), tonumber(op)
             C = tonumber(ob)
             if C == 0 or code < 3 then C = L end
             effect = string.format('%d:%d:%d', L, P, C)
+            -- A debt in time made at one rate means nothing at another: an override runs a
+            -- bucket of its own, starting full. (Windows count units, so they keep theirs.)
+            if code > 2 then key = key .. ':o' end
             break
           end
         end

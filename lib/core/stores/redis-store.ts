@@ -1,7 +1,7 @@
 import type { Cluster, Redis } from 'ioredis';
 import { ALGORITHM_IMPLS, decideAll, type State } from '../algorithms/index.js';
 import { decodeInts } from '../algorithms/types.js';
-import { isControlKey } from '../keys.js';
+import { algorithmTagOf, isControlKey } from '../keys.js';
 import { CONTROL_SCRIPT, CONTROL_SHA, INSPECT_SCRIPT, INSPECT_SHA } from './redis-admin-scripts.js';
 import { ARGS_PER_POLICY, CONSUME_SCRIPT, CONSUME_SHA } from './redis-script.js';
 import type {
@@ -207,7 +207,7 @@ export class RedisStore implements RateLimitStore {
     value: string,
     nowMs: number,
   ): readonly number[] | undefined | null {
-    const tag = key.slice(key.lastIndexOf(':') + 1);
+    const tag = algorithmTagOf(key);
     if (tag === 'fw') return decodeInts(value, 2);
     if (tag === 'sw') return decodeInts(value, 3);
     if (tag !== 'tb' && tag !== 'gcra') return undefined;

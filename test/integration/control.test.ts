@@ -1,0 +1,145 @@
+/**
+ * Overrides and exemptions applied to requests (issue 7): read by the same store call that
+ * decides, on every store. The Redis command counts prove one round trip per request.
+ */
+import 'reflect-metadata';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { randomUUID } from 'node:crypto';
+import { Logger } from '@nestjs/common';
+import { Redis } from 'ioredis';
+import { RateLimiter, RateLimitService, RedisStore } from '../../lib/index.js';
+import { TestClock } from '../conformance/suite.js';
+import { memoryKind, standaloneKind, type StoreKind } from '../conformance/stores.js';
+import { CapturingLogger } from '../e2e/support/app.js';
+import { startRedisServer, type RedisServerHandle } from '../harness/redis.js';
+
+beforeAll(() => Logger.overrideLogger(new CapturingLogger()));
+
+describe.each([memoryKind, standaloneKind])(
+  'requests under control %p',
+  (makeKind: () => StoreKind) => {
+    const kind = makeKind();
+    afterAll(() => kind.close());
+
+    function setup() {
+      const clock = new TestClock();
+      const fixture = kind.make(clock.read);
+      const limiter = new RateLimiter({
+        store: fixture.store,
+        prefix: `ct${randomUUID().slice(0, 8)}`,
+        timeoutMs: 5000,
+      });
+      return { clock, limiter, service: new RateLimitService(limiter) };
+    }
+
+    it(`${kind.name}: an override raises 5/m to 50/m for one API key at once, and ends with its ttl`, async () => {
+      const { clock, limiter, service } = setup();
+      const policy = { rate: '5/m', algorithm: 'gcra' } as const;
+      for (let i = 0; i < 5; i++)
+        expect((await limiter.consume('key:a', policy)).allowed).toBe(true);
+      expect((await limiter.consume('key:a', policy)).allowed).toBe(false);
+      await service.setOverride('key:a', '*', '50/m', { ttlMs: 60_000, reason: 'ticket 7' });
+      const raised = await limiter.consume('key:a', policy);
+      // The override runs a bucket of its own, starting full: this is its first unit.
+      expect(raised.policies[0]).toMatchObject({
+        allowed: true,
+        limit: 50,
+        remaining: 49,
+        override: { periodMs: 60_000 },
+      });
+      // Inspect shows the override's own bucket.
+      expect(await service.inspect('key:a', undefined, [policy])).toMatchObject([
+        { policy: 'default', limit: 50, remaining: 49 },
+      ]);
+      // Another key is not affected.
+      for (let i = 0; i < 5; i++) await limiter.consume('key:b', policy);
+      expect((await limiter.consume('key:b', policy)).policies[0]).toMatchObject({
+        allowed: false,
+        limit: 5,
+      });
+      // After the ttl, 5/m again, on the policy's own bucket.
+      clock.now += 60_000;
+      const after = await limiter.consume('key:a', policy);
+      expect(after.policies[0]!.limit).toBe(5);
+      expect(after.policies[0]!.override).toBeUndefined();
+    });
+
+    it(`${kind.name}: the most specific override wins, and another scope keeps its rate`, async () => {
+      const { limiter, service } = setup();
+      await service.setOverride('u', '*', '100/m', { ttlMs: 60_000, reason: 'all' });
+      await service.setOverride('u', 'reports', '2/m', {
+        ttlMs: 60_000,
+        reason: 'one policy',
+        policy: 'burst',
+      });
+      const stacked = [
+        { name: 'burst', rate: '10/m' },
+        { name: 'daily', rate: '1000/d' },
+      ];
+      const d = await limiter.consume('u', stacked, { scope: 'reports' });
+      expect(d.policies.map((p) => [p.name, p.limit, p.remaining])).toEqual([
+        ['burst', 2, 1],
+        ['daily', 100, 99],
+      ]);
+      const other = await limiter.consume('u', { rate: '10/m' }, { scope: 'search' });
+      expect(other.policies[0]).toMatchObject({ limit: 100, remaining: 99 });
+    });
+
+    it(`${kind.name}: an exempt identity is never refused and spends nothing`, async () => {
+      const { clock, limiter, service } = setup();
+      const policy = { rate: '5/m' } as const;
+      await service.exempt('partner', { ttlMs: 10_000, reason: 'load test' });
+      for (let i = 0; i < 20; i++) {
+        const d = await limiter.consume('partner', policy, { cost: 2 });
+        expect(d.policies[0]).toMatchObject({ allowed: true, exempt: true, remaining: 5 });
+      }
+      clock.now += 10_000;
+      const d = await limiter.consume('partner', policy, { cost: 2 });
+      expect(d.policies[0]).toMatchObject({ allowed: true, remaining: 3 });
+      expect(d.policies[0]!.exempt).toBeUndefined();
+    });
+  },
+);
+
+describe('the control hash costs no extra round trip', () => {
+  let server: RedisServerHandle;
+  let client: Redis;
+  beforeAll(async () => {
+    server = await startRedisServer();
+    client = new Redis(server.url, { autoResendUnfulfilledCommands: false });
+  });
+  afterAll(async () => {
+    client.disconnect();
+    await server.stop();
+  });
+
+  async function commandCounts(): Promise<Record<string, number>> {
+    const info = await client.info('commandstats');
+    const counts: Record<string, number> = {};
+    for (const m of info.matchAll(/cmdstat_(\w+):calls=(\d+)/g)) counts[m[1]!] = Number(m[2]);
+    delete counts.info;
+    delete counts.config;
+    return counts;
+  }
+
+  it('an override in force is applied inside the one EVALSHA of each request', async () => {
+    const limiter = new RateLimiter({ store: new RedisStore({ client }), prefix: 'rt' });
+    const service = new RateLimitService(limiter);
+    await limiter.peek('key:a', { rate: '5/m' }); // the script is loaded
+    await service.setOverride('key:a', '*', '50/m', { ttlMs: 60_000, reason: 'count' });
+    await client.config('RESETSTAT');
+    for (let i = 0; i < 10; i++) {
+      expect((await limiter.consume('key:a', { rate: '5/m' })).policies[0]!.limit).toBe(50);
+    }
+    // Inside the script: HGETALL of the control hash, TIME (for its expiry), PTTL, then SET or
+    // PEXPIRE. Nothing outside it.
+    expect(await commandCounts()).toEqual({
+      evalsha: 10,
+      hgetall: 10,
+      time: 10,
+      pttl: 10,
+      set: 1, // the override's own bucket is created
+      pexpire: 9,
+    });
+  });
+});
