@@ -40,6 +40,7 @@ export type {
   StorePolicy,
   StoreSnapshot,
 } from './core/stores/store.js';
+export { DenyCache, type DenyCacheOptions } from './core/deny-cache.js';
 export { MemoryStore, type MemoryStoreOptions } from './core/stores/memory-store.js';
 export { RedisStore, type RedisStoreOptions } from './core/stores/redis-store.js';
 export {

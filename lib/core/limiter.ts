@@ -18,7 +18,8 @@ import {
   type CircuitBreakerOptions,
   type CircuitState,
 } from './circuit-breaker.js';
-import type { RateLimitStore, StorePolicy } from './stores/store.js';
+import { DenyCache, type DenyCacheOptions } from './deny-cache.js';
+import type { RateLimitStore, StoreOutcome, StorePolicy } from './stores/store.js';
 
 /** Options of {@link RateLimiter}. */
 export interface RateLimiterOptions {
@@ -36,6 +37,12 @@ export interface RateLimiterOptions {
    * call. Default `{ failureThreshold: 5, cooldownMs: 2000 }`; `false` turns it off.
    */
   circuitBreaker?: CircuitBreakerOptions | false;
+  /**
+   * Answers a request that was just refused for a long wait from memory, without the store,
+   * until its wait is over (see {@link DenyCacheOptions}). Off by default; `true` takes the
+   * defaults. Calls with `denyCache: false` (shadow policies) always reach the store.
+   */
+  denyCache?: DenyCacheOptions | boolean;
 }
 
 /**
@@ -58,6 +65,8 @@ export interface ConsumeOptions {
   cost?: number;
   /** Scope for policies that name none (DESIGN §5). Default `'global'`. */
   scope?: string;
+  /** `false` to ask the store even when the deny cache knows the answer (shadow policies). */
+  denyCache?: boolean;
 }
 
 const MAX_TIMER_MS = 2 ** 31 - 1;
@@ -92,10 +101,11 @@ export class RateLimiter {
   readonly prefix: string;
   readonly timeoutMs: number;
   private readonly breaker: CircuitBreaker | undefined;
+  private readonly denials: DenyCache | undefined;
 
   /** @throws {RateLimitConfigError} `ERR_RATE_LIMIT_OPTION` for a bad `prefix`, `timeoutMs` or `circuitBreaker` */
   constructor(options: RateLimiterOptions) {
-    const { store, prefix = 'rl', timeoutMs = 100, circuitBreaker = {} } = options;
+    const { store, prefix = 'rl', timeoutMs = 100, circuitBreaker = {}, denyCache } = options;
     if (!store || typeof store.consume !== 'function') {
       throw new RateLimitConfigError(
         'ERR_RATE_LIMIT_OPTION',
@@ -120,6 +130,18 @@ export class RateLimiter {
     this.prefix = prefix;
     this.timeoutMs = timeoutMs;
     this.breaker = circuitBreaker === false ? undefined : new CircuitBreaker(circuitBreaker);
+    this.denials =
+      denyCache === undefined || denyCache === false
+        ? undefined
+        : new DenyCache(denyCache === true ? {} : denyCache);
+  }
+
+  /**
+   * Forgets the denials the deny cache holds for `identity` (done by `reset`, and by the
+   * module's service on every override or exemption change).
+   */
+  forgetDenials(identity: string): void {
+    this.denials?.invalidate(identityKeyPrefix(this.prefix, identity));
   }
 
   /** The circuit breaker's state; `closed` when it is turned off. */
@@ -172,6 +194,7 @@ export class RateLimiter {
    */
   async reset(identity: string, scope?: string): Promise<number> {
     if (scope !== undefined) checkScope(scope);
+    this.forgetDenials(identity);
     const prefix =
       identityKeyPrefix(this.prefix, identity) + (scope === undefined ? '' : `${scope}:`);
     // An operator's call, not a request's: it may scan, so it gets its own generous timeout
@@ -283,7 +306,28 @@ export class RateLimiter {
         };
       },
     );
-    const outcomes = await this.guard(() => this.store.consume(storePolicies));
+    const cache = peek || options.denyCache === false ? undefined : this.denials;
+    let signature = '';
+    if (cache) {
+      for (const p of storePolicies) signature += `${p.key}\0${p.cost}\0${p.limit}/${p.periodMs}\n`;
+      const remembered = cache.get(signature);
+      if (remembered) return remembered;
+    }
+    const decision = this.decision(
+      policies,
+      await this.guard(() => this.store.consume(storePolicies)),
+    );
+    if (cache && !decision.allowed) {
+      cache.remember(
+        signature,
+        decision,
+        entries.map((e) => identityKeyPrefix(this.prefix, e.identity)),
+      );
+    }
+    return decision;
+  }
+
+  private decision(policies: Policy[], outcomes: StoreOutcome[]): Decision {
     const decisions: PolicyDecision[] = outcomes.map((o, i) => {
       const decision: PolicyDecision = {
         name: policies[i]!.name,

@@ -1,3 +1,4 @@
+import type { DenyCacheOptions } from '../core/deny-cache.js';
 import type { ExecutionContext } from '@nestjs/common';
 import type { Cluster, Redis, RedisOptions } from 'ioredis';
 import type { CircuitBreakerOptions } from '../core/circuit-breaker.js';
@@ -67,6 +68,19 @@ export interface RateLimitModuleOptions {
    * Default: no metrics, and prom-client is never loaded.
    */
   metrics?: boolean | MetricsOptions;
+  /**
+   * The kill switch: `false` (or a function answering false) limits nothing, sends no
+   * rate-limit headers and makes no Redis call. A function is asked on every request; one
+   * that throws counts as `true` (logged as `rate_limit.config_error`). Default `true`.
+   */
+  enabled?: boolean | (() => boolean | Promise<boolean>);
+  /**
+   * Answers a client that was just refused for a long wait from this process's memory,
+   * without Redis, until the wait is over (`Retry-After` counted down). Shadow policies are
+   * always counted in Redis. Off by default; `true` takes the defaults of
+   * {@link DenyCacheOptions} (waits of 1 s or more, remembered 1 s at most, 10,000 entries).
+   */
+  denyCache?: boolean | DenyCacheOptions;
 }
 
 /** Options of `RateLimitModule.forRootAsync`. */

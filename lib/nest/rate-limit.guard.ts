@@ -24,6 +24,9 @@ export class RateLimitGuard implements CanActivate {
 
   async canActivate(ctx: ExecutionContext): Promise<boolean> {
     if (ctx.getType() !== 'http' || outcomeOf(ctx) !== undefined) return true;
+    const { enabled } = this.runtime.options;
+    if (enabled === false || (typeof enabled === 'function' && !(await this.switchedOn(enabled))))
+      return true;
     const outcome = (await this.shouldSkip(ctx))
       ? { allowed: true, headers: {} }
       : await this.runtime.evaluate(ctx);
@@ -39,6 +42,16 @@ export class RateLimitGuard implements CanActivate {
    * True to leave this request alone. Default: the module's `skip` option; a `skip` that
    * throws skips nothing (and is logged), so a bug there never opens the API.
    */
+  /** The kill switch (`enabled`) as a function: asked before anything else, without Redis. */
+  private async switchedOn(enabled: () => boolean | Promise<boolean>): Promise<boolean> {
+    try {
+      return (await enabled()) !== false;
+    } catch (error) {
+      this.runtime.reportConfigError('enabled', error);
+      return true;
+    }
+  }
+
   protected async shouldSkip(ctx: ExecutionContext): Promise<boolean> {
     const { skip } = this.runtime.options;
     if (!skip) return false;

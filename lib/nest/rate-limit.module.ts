@@ -121,6 +121,7 @@ function build(
             prefix: o.prefix,
             timeoutMs: o.timeoutMs,
             circuitBreaker: o.circuitBreaker,
+            denyCache: o.denyCache,
           });
           r.metrics?.watchCircuit(() => limiter.circuitState);
           return limiter;

@@ -264,7 +264,12 @@ export class RateLimitService {
       );
     }
     const key = controlKey(this.limiter.prefix, identity);
-    return this.limiter.operate(() => store.control!(key, change));
+    // A denial remembered here may no longer hold under the new override or exemption
+    // (forgotten again once written: a request may have remembered one meanwhile).
+    this.limiter.forgetDenials(identity);
+    return this.limiter
+      .operate(() => store.control!(key, change))
+      .finally(() => this.limiter.forgetDenials(identity));
   }
 
   /** One audit line per change, identity hashed (it may be an API key or personal data). */

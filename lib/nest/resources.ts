@@ -55,6 +55,9 @@ export function validateOptions(options: RateLimitModuleOptions): void {
       WHERE,
     );
   }
+  const { enabled } = options;
+  if (enabled !== undefined && typeof enabled !== 'boolean' && typeof enabled !== 'function')
+    fail('enabled', 'a boolean or a function returning one');
   if (mode !== undefined && mode !== 'enforce' && mode !== 'shadow')
     fail('mode', "'enforce' or 'shadow'");
   if (

@@ -377,7 +377,8 @@ export class RateLimitRuntime {
     if (trace) trace.shadowEntries = entries;
     const started = trace ? performance.now() : 0;
     try {
-      const decision = await this.limiter.consumeEach(entries);
+      // Every would-be denial is counted, never answered from the deny cache.
+      const decision = await this.limiter.consumeEach(entries, { denyCache: false });
       if (trace) {
         trace.shadowMs = performance.now() - started;
         trace.shadowDecision = decision;
