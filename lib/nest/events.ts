@@ -150,9 +150,14 @@ export class RateLimitEvents {
 
   /**
    * Logs `rate_limit.override_applied`: an operator's override replaced a policy's limit for
-   * a request. Logged every time (overrides are rare and deliberate).
+   * a request. At most once per 10 s per (route, identity, policy): an override usually
+   * serves a busy client.
    */
   overrideApplied(detail: OverrideAppliedDetail): void {
-    this.log(RATE_LIMIT_EVENTS.overrideApplied, detail);
+    this.throttled(
+      RATE_LIMIT_EVENTS.overrideApplied,
+      `${detail.route}\0${detail.identity}\0${detail.policy}`,
+      detail,
+    );
   }
 }

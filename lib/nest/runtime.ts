@@ -412,6 +412,15 @@ export class RateLimitRuntime {
     const shown: HeaderPolicy[] = [];
     decision.policies.forEach((p, i) => {
       const { rule, entry } = enforcing[i]!;
+      if (p.override) {
+        this.events.overrideApplied({
+          route,
+          identity: hashIdentity(entry.identity),
+          policy: p.name,
+          limit: p.limit,
+          periodMs: p.override.periodMs,
+        });
+      }
       if (rule.headers)
         shown.push({ ...p, periodMs: p.override?.periodMs ?? (entry.policy as Policy).periodMs });
     });

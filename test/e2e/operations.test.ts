@@ -6,9 +6,9 @@ import 'reflect-metadata';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
 import { Controller, Get } from '@nestjs/common';
 import { Redis } from 'ioredis';
-import { RateLimit } from '../../lib/index.js';
+import { RateLimit, RateLimitService } from '../../lib/index.js';
 import { startRedisServer, type RedisServerHandle } from '../harness/redis.js';
-import { createApp, PLATFORMS, times, type AppHandle } from './support/app.js';
+import { CapturingLogger, createApp, PLATFORMS, times, type AppHandle } from './support/app.js';
 
 @Controller('ops')
 class OpsController {
@@ -35,8 +35,11 @@ const evalshaCalls = async () =>
 
 describe.each(PLATFORMS)('operations on %s', (platform) => {
   const apps: AppHandle[] = [];
+  const logger = new CapturingLogger();
   const start = async (options: Parameters<typeof createApp>[1]) => {
-    const h = await createApp(platform, { redis: server.url, ...options }, [OpsController]);
+    const h = await createApp(platform, { redis: server.url, ...options }, [OpsController], {
+      logger,
+    });
     apps.push(h);
     return h;
   };
@@ -79,5 +82,23 @@ describe.each(PLATFORMS)('operations on %s', (platform) => {
     const replies = await times(12, () => h.get('/ops'));
     expect(replies.map((r) => r.status)).toEqual(Array(12).fill(200));
     expect(await evalshaCalls()).toBe(12);
+  });
+
+  it('an override takes effect on the next request and is logged (at most once per 10 s)', async () => {
+    const h = await start({});
+    expect((await times(6, () => h.get('/ops'))).map((r) => r.status)).toContain(429);
+    await h.app.get(RateLimitService).setOverride('ip:127.0.0.1', '*', '50/m', {
+      ttlMs: 60_000,
+      reason: 'ticket 9',
+    });
+    const replies = await times(3, () => h.get('/ops'));
+    expect(replies.map((r) => [r.status, r.rl['x-ratelimit-limit']])).toEqual([
+      [200, '50'],
+      [200, '50'],
+      [200, '50'],
+    ]);
+    const applied = logger.matching('rate_limit.override_applied');
+    expect(applied).toHaveLength(1);
+    expect(applied[0]).toContain('"policy":"default","limit":50,"periodMs":60000');
   });
 });
