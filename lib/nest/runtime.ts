@@ -422,7 +422,15 @@ export class RateLimitRuntime {
         });
       }
       if (rule.headers)
-        shown.push({ ...p, periodMs: p.override?.periodMs ?? (entry.policy as Policy).periodMs });
+        shown.push({
+          name: p.name,
+          allowed: p.allowed,
+          limit: p.limit,
+          remaining: p.remaining,
+          resetMs: p.resetMs,
+          retryAfterMs: p.retryAfterMs,
+          periodMs: p.override?.periodMs ?? (entry.policy as Policy).periodMs,
+        });
     });
     const headers = this.headerOptions === false ? {} : rateLimitHeaders(shown, this.headerOptions);
     if (decision.allowed) return { allowed: true, headers, decision };

@@ -103,33 +103,33 @@ export class RedisStore implements RateLimitStore {
       if (!impl.decode) {
         // A debt in ticks, as a GCRA state read at time 0.
         const debt = values[r++] as number;
-        return { impl, params: policy, now: 0, state: [debt, 0] as State, debt };
+        const state: State = [Math.floor(debt / policy.limit), debt % policy.limit];
+        return { impl, params: policy, now: 0, state, debt };
       }
       const raw = values[r++] as string | null;
       const now = values[r++] as number;
-      return { impl, params: policy, now, state: raw === null ? undefined : impl.decode(raw) };
+      const state = raw === null ? undefined : impl.decode(raw);
+      return { impl, params: policy, now, state, debt: undefined };
     });
     // Overrides and exemptions the script applied, if any (see CONSUME_SCRIPT).
     const effects = values.length > r ? (values.slice(r) as string[]) : undefined;
-    const controlled = evaluations.map((e, i) => {
-      const effect = effects?.[i] ?? '';
-      const params =
-        effect === 'x'
-          ? { ...e.params, cost: 0 }
-          : effect === ''
-            ? e.params
-            : overridden(e.params, effect);
-      const state =
-        'debt' in e
-          ? ([Math.floor(e.debt! / params.limit), e.debt! % params.limit] as State)
-          : e.state;
-      return { impl: e.impl, params, now: e.now, state };
-    });
+    const controlled = effects
+      ? evaluations.map((e, i) => {
+          const effect = effects[i] ?? '';
+          if (effect === '') return e;
+          const params = effect === 'x' ? { ...e.params, cost: 0 } : overridden(e.params, effect);
+          const state =
+            e.debt === undefined
+              ? e.state
+              : ([Math.floor(e.debt / params.limit), e.debt % params.limit] as State);
+          return { ...e, params, state };
+        })
+      : evaluations;
     return decideAll(controlled).map(({ allowed, remaining, resetMs, retryAfterMs }, i) => {
-      const effect = effects?.[i] ?? '';
       const outcome: StoreOutcome = { allowed, remaining, resetMs, retryAfterMs };
-      if (effect === 'x') return { ...outcome, exempt: true };
+      const effect = effects?.[i] ?? '';
       if (effect === '') return outcome;
+      if (effect === 'x') return { ...outcome, exempt: true };
       const { limit, periodMs } = controlled[i]!.params;
       return { ...outcome, override: { limit, periodMs } };
     });
