@@ -156,7 +156,7 @@ export class RateLimitEvents {
   overrideApplied(detail: OverrideAppliedDetail): void {
     this.throttled(
       RATE_LIMIT_EVENTS.overrideApplied,
-      `${detail.route}\0${detail.identity}\0${detail.policy}`,
+      `${detail.route} ${detail.identity} ${detail.policy}`,
       detail,
     );
   }

@@ -100,13 +100,14 @@ describe('RATE_LIMIT_EVENTS', () => {
     });
   });
 
-  it('override_applied is logged every time with its fields', () => {
+  it('override_applied is logged with its fields, once per 10 s per route, identity and policy', () => {
     const { events, lines } = setup();
     events.overrideApplied({ route: 'A.x', identity: 'abc', policy: 'default', limit: 50 });
     events.overrideApplied({ route: 'A.x', identity: 'abc', policy: 'default', limit: 50 });
+    events.overrideApplied({ route: 'A.x', identity: 'abd', policy: 'default', limit: 50 });
     expect(lines).toEqual([
-      'rate_limit.override_applied {"route":"A.x","identity":"abc","policy":"default","limit":50}',
-      'rate_limit.override_applied {"route":"A.x","identity":"abc","policy":"default","limit":50}',
+      'rate_limit.override_applied {"kind":"A.x abc default","count":1,"route":"A.x","identity":"abc","policy":"default","limit":50}',
+      'rate_limit.override_applied {"kind":"A.x abd default","count":1,"route":"A.x","identity":"abd","policy":"default","limit":50}',
     ]);
   });
 });
