@@ -13,7 +13,10 @@ export interface DenyCacheOptions {
   maxAgeMs?: number;
   /** Most denials remembered; the least recently used go first. Default 10,000. */
   maxEntries?: number;
-  /** **Tests only.** The local clock, in ms. Default `Date.now`. */
+  /**
+   * **Tests only.** The local clock, in ms. Default `performance.now`: monotonic, so a
+   * wall clock stepped back never keeps a denial longer.
+   */
   clock?: () => number;
 }
 
@@ -55,7 +58,7 @@ export class DenyCache {
     this.minRetryAfterMs = minRetryAfterMs;
     this.maxAgeMs = maxAgeMs;
     this.maxEntries = maxEntries;
-    this.clock = options.clock ?? Date.now;
+    this.clock = options.clock ?? (() => performance.now());
   }
 
   /** The remembered denial of this request, counted down to now; undefined if none. */
@@ -63,7 +66,7 @@ export class DenyCache {
     const found = this.entries.get(signature);
     if (!found) return undefined;
     const now = this.clock();
-    if (now >= found.until) {
+    if (now >= found.until || now < found.at) {
       this.entries.delete(signature);
       return undefined;
     }
@@ -74,6 +77,7 @@ export class DenyCache {
     const { decision } = found;
     return {
       ...decision,
+      cached: true,
       policies: decision.policies.map((p) => ({
         ...p,
         resetMs: Math.max(0, p.resetMs - elapsed),

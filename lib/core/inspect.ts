@@ -1,6 +1,6 @@
 import { ALGORITHM_IMPLS } from './algorithms/index.js';
 import { applicableOverride, type OverrideEntry } from './control.js';
-import { isControlKey } from './keys.js';
+import { baseKeyOf, isControlKey } from './keys.js';
 import { ALGORITHMS, type Algorithm } from './policy.js';
 import type { StoreSnapshot } from './stores/store.js';
 
@@ -65,13 +65,31 @@ export function describeSnapshot(
   const { nowMs } = snapshot;
   const control = snapshot.keys.find((k) => isControlKey(k.key))?.fields ?? {};
   const out: InspectedPolicy[] = [];
-  for (const { key, ttlMs, state } of snapshot.keys) {
-    if (!key.startsWith(identityPrefix) || state === undefined) continue;
+  const byKey = new Map(snapshot.keys.map((k) => [k.key, k]));
+  // A policy may have state only under an override (`<key>:o<untilMs>`): list it by its key.
+  const keys = new Set(snapshot.keys.map((k) => baseKeyOf(k.key)));
+  for (const key of keys) {
+    if (!key.startsWith(identityPrefix)) continue;
     const parts = key.slice(identityPrefix.length).split(':');
     const algorithm = BY_TAG.get(parts[2] ?? '');
     if (parts.length !== 3 || algorithm === undefined) continue;
     const [scope, name] = parts as [string, string];
     const override = applicableOverride(control, nowMs, scope, name);
+    // Each override runs on state of its own (see CONSUME_SCRIPT): that is the state in force.
+    const stored = byKey.get(override ? `${key}:o${nowMs + override.expiresInMs}` : key);
+    if (stored?.state === undefined && !override) continue;
+    // An override not used yet: its state is fresh.
+    const fresh = !override
+      ? []
+      : algorithm === 'fixed-window'
+        ? [0, nowMs]
+        : algorithm === 'sliding-window'
+          ? [Math.floor(nowMs / override.periodMs), 0, 0]
+          : [0, 0];
+    const { ttlMs, state } =
+      stored?.state === undefined
+        ? { ttlMs: 0, state: fresh }
+        : { ttlMs: stored.ttlMs, state: stored.state };
     const windowed = algorithm === 'fixed-window' || algorithm === 'sliding-window';
     const policy: KnownPolicy | undefined = override
       ? {
@@ -82,11 +100,7 @@ export function describeSnapshot(
       : known(scope, name, algorithm);
     const base = { key, scope, policy: name, algorithm, ...(override && { override }) };
     if (!windowed) {
-      // Under an override, token bucket and GCRA run a bucket of their own (`<key>:o`),
-      // starting full (see CONSUME_SCRIPT).
-      const [ms, ticks] = (
-        override ? (snapshot.keys.find((k) => k.key === `${key}:o`)?.state ?? [0, 0]) : state
-      ) as [number, number];
+      const [ms, ticks] = state as [number, number];
       if (!policy) {
         // Without the limit, the debt is known to the ms, rounded up.
         const debtMs = Math.max(0, ticks > 0 ? ms + 1 : ms);

@@ -76,11 +76,18 @@ export function checkPrefix(prefix: unknown, where?: string): asserts prefix is 
   }
 }
 
+const OVERRIDE_SUFFIX = /:o\d+$/;
+
+/** A policy key without the `:o<untilMs>` of the state an override runs on. */
+export function baseKeyOf(key: string): string {
+  return key.replace(OVERRIDE_SUFFIX, '');
+}
+
 /**
- * The algorithm tag of a policy key (`fw`, `sw`, `tb`, `gcra`), also for the `<key>:o` that
- * token bucket and GCRA use under an override.
+ * The algorithm tag of a policy key (`fw`, `sw`, `tb`, `gcra`), also for the
+ * `<key>:o<untilMs>` an override runs on.
  */
 export function algorithmTagOf(key: string): string {
-  const end = key.endsWith(':o') ? key.length - 2 : key.length;
-  return key.slice(key.lastIndexOf(':', end - 1) + 1, end);
+  const base = baseKeyOf(key);
+  return base.slice(base.lastIndexOf(':') + 1);
 }

@@ -199,7 +199,10 @@ export class RateLimiter {
       identityKeyPrefix(this.prefix, identity) + (scope === undefined ? '' : `${scope}:`);
     // An operator's call, not a request's: it may scan, so it gets its own generous timeout
     // and stays out of the circuit breaker.
-    return this.guard(() => this.store.deleteByPrefix(prefix), RESET_TIMEOUT_MS, false);
+    // Forgotten again once done: a request may have been refused meanwhile.
+    return this.guard(() => this.store.deleteByPrefix(prefix), RESET_TIMEOUT_MS, false).finally(
+      () => this.forgetDenials(identity),
+    );
   }
 
   /**

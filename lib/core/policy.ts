@@ -88,6 +88,8 @@ export interface PolicyDecision {
 /** The verdict on one request: admitted only if every policy admits (all-or-nothing). */
 export interface Decision {
   readonly allowed: boolean;
+  /** Answered by the deny cache, without the store (waits counted down since). */
+  readonly cached?: true;
   /** Set when denied. `cost_exceeds_limit` wins when any policy can never admit the cost. */
   readonly reason?: DenyReason;
   /** One entry per policy, in the order given. */

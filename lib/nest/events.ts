@@ -56,6 +56,9 @@ export interface OverrideAppliedDetail {
   [field: string]: unknown;
 }
 
+/** Throttled keys remembered (config errors by place, overrides by route and identity). */
+const MAX_THROTTLED_KEYS = 10_000;
+
 /** (route, identity) pairs whose `rate_limit.blocked` lines are throttled individually. */
 const MAX_BLOCKED_PAIRS = 10_000;
 
@@ -93,7 +96,7 @@ export class RateLimitEvents {
       seen.held++;
       return;
     }
-    this.last.set(key, { at: now, held: 0 });
+    this.mark(key, now);
     this.logger.warn(
       `${event} ${JSON.stringify({ kind, count: 1 + (seen?.held ?? 0), ...detail })}`,
     );
@@ -154,10 +157,27 @@ export class RateLimitEvents {
    * serves a busy client.
    */
   overrideApplied(detail: OverrideAppliedDetail): void {
-    this.throttled(
-      RATE_LIMIT_EVENTS.overrideApplied,
-      `${detail.route} ${detail.identity} ${detail.policy}`,
-      detail,
-    );
+    // Throttled on the raw identity; hashed only for a line that is written.
+    const key = `${RATE_LIMIT_EVENTS.overrideApplied}:${detail.route} ${detail.identity} ${detail.policy}`;
+    const now = this.clock();
+    const seen = this.last.get(key);
+    if (seen && now - seen.at < this.intervalMs) {
+      seen.held++;
+      return;
+    }
+    this.mark(key, now);
+    const line = {
+      count: 1 + (seen?.held ?? 0),
+      ...detail,
+      identity: hashIdentity(detail.identity),
+    };
+    this.logger.warn(`${RATE_LIMIT_EVENTS.overrideApplied} ${JSON.stringify(line)}`);
+  }
+
+  /** Notes when `key` was last logged; the oldest go first beyond 10,000 keys. */
+  private mark(key: string, now: number): void {
+    this.last.delete(key);
+    this.last.set(key, { at: now, held: 0 });
+    if (this.last.size > MAX_THROTTLED_KEYS) this.last.delete(this.last.keys().next().value!);
   }
 }

@@ -18,6 +18,13 @@ import { RateLimitRuntime, type RequestOutcome } from './runtime.js';
  * Extension points for subclasses: {@link RateLimitGuard.shouldSkip} and
  * {@link RateLimitGuard.refuse}.
  */
+/** Longest wait for an async `enabled` function, in ms. */
+const ENABLED_WAIT_MS = 100;
+
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return typeof (value as PromiseLike<unknown> | null)?.then === 'function';
+}
+
 @Injectable()
 export class RateLimitGuard implements CanActivate {
   constructor(@Inject(RateLimitRuntime) protected readonly runtime: RateLimitRuntime) {}
@@ -42,13 +49,33 @@ export class RateLimitGuard implements CanActivate {
    * True to leave this request alone. Default: the module's `skip` option; a `skip` that
    * throws skips nothing (and is logged), so a bug there never opens the API.
    */
-  /** The kill switch (`enabled`) as a function: asked before anything else, without Redis. */
+  /** The last answer of an `enabled` function, for when an answer is slow to come. */
+  private lastEnabled = true;
+
+  /**
+   * The kill switch (`enabled`) as a function: asked before anything else, without Redis.
+   * An answer that takes longer than 100 ms is not waited for (a stalled flag service
+   * must not stall requests): the last answer stands, and the late one is kept for the next.
+   */
   private async switchedOn(enabled: () => boolean | Promise<boolean>): Promise<boolean> {
-    try {
-      return (await enabled()) !== false;
-    } catch (error) {
+    const failed = (error: unknown) => {
       this.runtime.reportConfigError('enabled', error);
       return true;
+    };
+    try {
+      const answer = enabled();
+      if (!isThenable(answer)) return (this.lastEnabled = answer !== false);
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const late = new Promise<boolean>((resolve) => {
+        timer = setTimeout(() => resolve(this.lastEnabled), ENABLED_WAIT_MS);
+      });
+      const settled = Promise.resolve(answer).then(
+        (on) => (this.lastEnabled = on !== false),
+        failed,
+      );
+      return await Promise.race([settled, late]).finally(() => clearTimeout(timer));
+    } catch (error) {
+      return failed(error);
     }
   }
 

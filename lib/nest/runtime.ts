@@ -216,7 +216,8 @@ export class RateLimitRuntime {
       try {
         const decision = await this.limiter.consumeEach(entries);
         if (trace) {
-          trace.enforcedMs = performance.now() - started;
+          // A deny-cache answer is no store call: it stays out of the store latency.
+          if (!decision.cached) trace.enforcedMs = performance.now() - started;
           trace.enforcing = entries;
           trace.decision = decision;
         }
@@ -415,7 +416,7 @@ export class RateLimitRuntime {
       if (p.override) {
         this.events.overrideApplied({
           route,
-          identity: hashIdentity(entry.identity),
+          identity: entry.identity,
           policy: p.name,
           limit: p.limit,
           periodMs: p.override.periodMs,

@@ -85,6 +85,24 @@ describe.each([memoryKind, standaloneKind])(
       expect(other.policies[0]).toMatchObject({ limit: 100, remaining: 99 });
     });
 
+    it(`${kind.name}: a window policy back from an override is not locked out (review finding 1)`, async () => {
+      const { clock, limiter, service } = setup();
+      const fixed = { name: 'f', rate: '100/m', algorithm: 'fixed-window' } as const;
+      const sliding = { name: 's', rate: '1000/d', algorithm: 'sliding-window' } as const;
+      await service.setOverride('u', '*', '10000/d', { ttlMs: 60_000, reason: 'f', policy: 'f' });
+      await service.setOverride('u', '*', '100/m', { ttlMs: 60_000, reason: 's', policy: 's' });
+      for (let i = 0; i < 3; i++) {
+        expect((await limiter.consume('u', [fixed, sliding], { cost: 30 })).allowed).toBe(true);
+      }
+      clock.now += 60_000; // both overrides end
+      const back = await limiter.consume('u', [fixed, sliding]);
+      expect(back.policies.map((p) => [p.name, p.allowed, p.limit, p.remaining])).toEqual([
+        ['f', true, 100, 99],
+        ['s', true, 1000, 999],
+      ]);
+      expect(Math.max(...back.policies.map((p) => p.resetMs))).toBeLessThanOrEqual(2 * 86_400_000);
+    });
+
     it(`${kind.name}: an exempt identity is never refused and spends nothing`, async () => {
       const { clock, limiter, service } = setup();
       const policy = { rate: '5/m' } as const;
@@ -141,5 +159,35 @@ describe('the control hash costs no extra round trip', () => {
       set: 1, // the override's own bucket is created
       pexpire: 9,
     });
+  });
+});
+
+describe('hand-written control fields', () => {
+  let server: RedisServerHandle;
+  let client: Redis;
+  beforeAll(async () => {
+    server = await startRedisServer();
+    client = new Redis(server.url, { autoResendUnfulfilledCommands: false });
+  });
+  afterAll(async () => {
+    client.disconnect();
+    await server.stop();
+  });
+
+  it('out-of-bounds or malformed fields are ignored, never misread (review finding 4)', async () => {
+    const limiter = new RateLimiter({ store: new RedisStore({ client }), prefix: 'hw' });
+    const until = Date.now() + 60_000;
+    await client.hset(
+      'hw:{u}:ctl',
+      'o:*:*',
+      `${until}:1:60000:99999999999999999999`,
+      'exempt',
+      '1e13',
+    );
+    await client.pexpire('hw:{u}:ctl', 60_000);
+    const d = await limiter.consume('u', { rate: '5/m' });
+    expect(d.policies[0]).toMatchObject({ allowed: true, limit: 5, remaining: 4 });
+    expect(d.policies[0]!.exempt).toBeUndefined();
+    expect(d.policies[0]!.override).toBeUndefined();
   });
 });

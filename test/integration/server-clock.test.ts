@@ -74,6 +74,15 @@ describe.each(['token-bucket', 'gcra'] as const)(
       );
     });
 
+    it('a credit that is not a whole number of ticks below the limit counts as none (review finding 2)', async () => {
+      const { limiter, key } = setup();
+      // A value from elsewhere (an older format's TAT) on a full 3/s bucket: 1000 ms of debt.
+      await client.set(key(), '1732950000000', 'PX', 1000);
+      const d = await limiter.consume('u', { rate: '3/s', algorithm });
+      expect(d.allowed).toBe(false);
+      expect(d.policies[0]!.remaining).toBe(0);
+    });
+
     it('a key without an expiry (not written by us) counts as no debt and gets one', async () => {
       const { limiter, key } = setup();
       await client.set(key(), 'junk');

@@ -67,6 +67,14 @@ describe('DenyCache', () => {
     ]);
   });
 
+  it('a clock that steps back drops the denial instead of keeping it longer (review finding 6)', () => {
+    let now = 10_000;
+    const cache = new DenyCache({ clock: () => now });
+    cache.remember('r', denied(5000), []);
+    now = 5000;
+    expect(cache.get('r')).toBeUndefined();
+  });
+
   it('refuses bad options with the value', () => {
     expect(() => new DenyCache({ maxAgeMs: 0 })).toThrow(
       'invalid denyCache.maxAgeMs 0: expected an integer >= 1',

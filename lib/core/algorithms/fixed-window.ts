@@ -6,8 +6,9 @@ import { admitted, decodeInts, denied, type AlgorithmImpl, type Evaluate } from 
  * Stored as `"<count>:<windowEndMs>"`.
  */
 export const evaluateFixedWindow: Evaluate = (state, now, { limit, periodMs, cost }) => {
-  // A window that has ended is no window, even if its key has not expired yet.
-  const open = state !== undefined && now < state[1]!;
+  // A window that has ended is no window, even if its key has not expired yet; one that
+  // ends more than a period from now is not this policy's (written at another rate).
+  const open = state !== undefined && now < state[1]! && state[1]! <= now + periodMs;
   const count = open ? state[0]! : 0;
   const end = open ? state[1]! : 0;
   const remaining = Math.max(0, limit - count);
@@ -27,7 +28,7 @@ local function fixed_window(v, now, L, P, cost)
     local i = find(v, ':', 1, true)
     if i then
       wend = tonumber(sub(v, i + 1))
-      if now < wend then count = tonumber(sub(v, 1, i - 1)) else wend = 0 end
+      if now < wend and wend <= now + P then count = tonumber(sub(v, 1, i - 1)) else wend = 0 end
     end
   end
   if cost == 0 then return true end

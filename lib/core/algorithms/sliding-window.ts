@@ -13,6 +13,8 @@ export const evaluateSlidingWindow: Evaluate = (state, now, { limit, periodMs: P
   let index = Math.floor(now / P);
   let cur = 0;
   let prev = 0;
+  // A window index beyond the next one was not written at this period: not this state.
+  if (state !== undefined && state[0]! > index + 1) state = undefined;
   if (state !== undefined && state[0]! > index) {
     // The clock stepped back across a window boundary: stay in the stored window. Elapsed
     // time is then negative, which weighs the previous window a little more than fully:
@@ -62,8 +64,11 @@ local function sliding_window(v, now, L, P, cost)
     local b = a and find(v, ':', a + 1, true)
     if b then
       local sidx = tonumber(sub(v, 1, a - 1))
-      if sidx > idx then idx = sidx end
-      if sidx == idx then
+      if sidx > idx + 1 then
+        -- not written at this period: no state
+      elseif sidx > idx then idx = sidx end
+      if sidx > idx + 1 then
+      elseif sidx == idx then
         cur = tonumber(sub(v, a + 1, b - 1)); prev = tonumber(sub(v, b + 1))
       elseif sidx == idx - 1 then
         prev = tonumber(sub(v, a + 1, b - 1))

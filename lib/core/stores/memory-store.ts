@@ -125,7 +125,7 @@ export class MemoryStore implements RateLimitStore {
     const control = this.controlFields(`${key.slice(0, close + 1)}:ctl`);
     if (!control) return { params: policy };
     const fields = Object.fromEntries(control);
-    const until = Number(fields.exempt);
+    const until = /^\d+$/.test(fields.exempt ?? '') ? Number(fields.exempt) : NaN;
     if (Number.isSafeInteger(until) && until > now) {
       return { params: { ...policy, cost: 0 }, exempt: true };
     }
@@ -135,8 +135,8 @@ export class MemoryStore implements RateLimitStore {
     const { limit, periodMs } = found;
     const window = policy.algorithm === 'fixed-window' || policy.algorithm === 'sliding-window';
     const capacity = window ? limit : (found.burst ?? limit);
-    // Token bucket and GCRA under an override: a bucket of its own (see CONSUME_SCRIPT).
-    const overrideKey = window ? key : `${key}:o`;
+    // Each override runs on state of its own (see CONSUME_SCRIPT).
+    const overrideKey = `${key}:o${now + found.expiresInMs}`;
     return {
       params: { ...policy, key: overrideKey, limit, periodMs, capacity },
       override: { limit, periodMs },

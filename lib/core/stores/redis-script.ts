@@ -27,7 +27,7 @@ export const ARGS_PER_POLICY = 5;
  *   capacity of an override in force, or '' for none. An override field of the hash is
  *   `o:<scope|*>:<name|*>` = `<untilMs>:<limit>:<periodMs>:<burst|0>`, the exemption
  *   `exempt` = `<untilMs>`, both on the server clock; the most specific field in force wins.
- *   Under an override, token bucket and GCRA keep their state in `<key>:o` (same slot).
+ *   Under an override, every algorithm keeps its state in `<key>:o<untilMs>` (same slot).
  *
  * Token bucket and GCRA are one debt (`C·P - scaledTokens` = `(TAT - now)·L`; see gcra.ts),
  * kept in the key's **expiry**: the key expires at the TAT rounded up to the ms, and its
@@ -80,7 +80,7 @@ for i = 1, n do
         now = t[1] * 1000 + floor(t[2] / 1000)
       end
       local effect = ''
-      local e = tonumber(f.exempt)
+      local e = f.exempt and string.match(f.exempt, '^%d+$') and tonumber(f.exempt)
       if e and e > now then
         cost, effect = 0, 'x'
       else
@@ -91,15 +91,20 @@ for i = 1, n do
         for _, field in ipairs({ scope .. ':' .. name, scope .. ':*', '*:' .. name, '*:*' }) do
           local o = f['o:' .. field]
           local u, ol, op, ob
-          if o then u, ol, op, ob = string.match(o, '^(%d+):(%d+):(%d+):(%d+)$') end
-          if u and tonumber(u) > now and tonumber(ol) > 0 and tonumber(op) > 0 then
-            L, P = tonumber(ol), tonumber(op)
-            C = tonumber(ob)
-            if C == 0 or code < 3 then C = L end
+          if o and #o <= 64 then u, ol, op, ob = string.match(o, '^(%d+):(%d+):(%d+):(%d+)$') end
+          if u then
+            u, ol, op, ob = tonumber(u), tonumber(ol), tonumber(op), tonumber(ob)
+            if ob == 0 or code < 3 then ob = ol end
+          end
+          -- The same bounds as the TypeScript side (limit × period <= 2^50): a hand-written
+          -- field outside them is ignored rather than misread.
+          if u and u > now and ol > 0 and op > 0 and ol * op <= 1125899906842624
+            and ob * op <= 1125899906842624 then
+            L, P, C = ol, op, ob
             effect = string.format('%d:%d:%d', L, P, C)
-            -- A debt in time made at one rate means nothing at another: an override runs a
-            -- bucket of its own, starting full. (Windows count units, so they keep theirs.)
-            if code > 2 then key = key .. ':o' end
+            -- State made at one rate means nothing at another (a debt in time, a window end or
+            -- index): each override runs on state of its own, starting afresh.
+            key = key .. ':o' .. string.format('%d', u)
             break
           end
         end
@@ -119,7 +124,13 @@ for i = 1, n do
       local ms = redis.call('PTTL', key)
       if ms >= 0 then
         debt = ms * L
-        if P % L == 0 then keep = true else debt = debt - (tonumber(redis.call('GET', key)) or 0) end
+        if P % L == 0 then
+          keep = true
+        else
+          -- The credit is a whole number of ticks below L; anything else is not ours: 0.
+          local credit = tonumber(redis.call('GET', key))
+          if credit and credit > 0 and credit < L and credit == floor(credit) then debt = debt - credit end
+        end
       end
     end
     if debt < 0 then debt = 0 elseif debt > tau then debt = tau end
