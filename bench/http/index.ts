@@ -6,9 +6,9 @@
  * first or last; the median over rounds is reported, against `none` on the same platform.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
+import { freePort } from '../support.js';
 
 export const HTTP_PLATFORMS = ['express', 'fastify'] as const;
 export type HttpPlatform = (typeof HTTP_PLATFORMS)[number];
@@ -57,15 +57,6 @@ export interface HttpBenchOptions {
 const APP = fileURLToPath(new URL('./app.js', import.meta.url));
 const READY_TIMEOUT_MS = 20_000;
 const WARMUP_S = 1;
-
-/** A port the OS says is free now (the app binds it a moment later; a clash fails loudly). */
-export async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 /** Apps still running, killed should this process exit without stopping them. */
 const running = new Set<ChildProcess>();

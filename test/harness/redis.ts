@@ -161,3 +161,30 @@ export async function startCluster(): Promise<ClusterHandle> {
     throw error;
   }
 }
+
+/**
+ * A private redis-server for one suite: started before its tests, stopped after. `client`
+ * is tuned as a limiter's (never re-sends a command).
+ */
+export function privateRedis(): { readonly server: RedisServerHandle; readonly client: Redis } {
+  const handle = {} as { server: RedisServerHandle; client: Redis };
+  // Jest's globals, as above: this module also loads outside Jest (worker processes).
+  const { beforeAll } = globalThis as unknown as { beforeAll: (hook: () => Promise<void>) => void };
+  beforeAll(async () => {
+    handle.server = await startRedisServer();
+    handle.client = new Redis(handle.server.url, { autoResendUnfulfilledCommands: false });
+  });
+  afterAll!(async () => {
+    handle.client.disconnect();
+    await handle.server.stop();
+  });
+  return handle;
+}
+
+/** Calls of each command since the last `CONFIG RESETSTAT` (`INFO commandstats`), by name. */
+export async function commandCalls(client: Redis): Promise<Record<string, number>> {
+  const info = await client.info('commandstats');
+  const counts: Record<string, number> = {};
+  for (const m of info.matchAll(/cmdstat_(\w+):calls=(\d+)/g)) counts[m[1]!] = Number(m[2]);
+  return counts;
+}

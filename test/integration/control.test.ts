@@ -6,12 +6,11 @@ import 'reflect-metadata';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { randomUUID } from 'node:crypto';
 import { Logger } from '@nestjs/common';
-import { Redis } from 'ioredis';
 import { RateLimiter, RateLimitService, RedisStore } from '../../lib/index.js';
 import { TestClock } from '../conformance/suite.js';
 import { memoryKind, standaloneKind, type StoreKind } from '../conformance/stores.js';
 import { CapturingLogger } from '../e2e/support/app.js';
-import { startRedisServer, type RedisServerHandle } from '../harness/redis.js';
+import { commandCalls, privateRedis } from '../harness/redis.js';
 
 beforeAll(() => Logger.overrideLogger(new CapturingLogger()));
 
@@ -119,28 +118,11 @@ describe.each([memoryKind, standaloneKind])(
   },
 );
 
-describe('the control hash costs no extra round trip', () => {
-  let server: RedisServerHandle;
-  let client: Redis;
-  beforeAll(async () => {
-    server = await startRedisServer();
-    client = new Redis(server.url, { autoResendUnfulfilledCommands: false });
-  });
-  afterAll(async () => {
-    client.disconnect();
-    await server.stop();
-  });
-
-  async function commandCounts(): Promise<Record<string, number>> {
-    const info = await client.info('commandstats');
-    const counts: Record<string, number> = {};
-    for (const m of info.matchAll(/cmdstat_(\w+):calls=(\d+)/g)) counts[m[1]!] = Number(m[2]);
-    delete counts.info;
-    delete counts.config;
-    return counts;
-  }
+describe('on a private Redis', () => {
+  const redis = privateRedis();
 
   it('an override in force is applied inside the one EVALSHA of each request', async () => {
+    const { client } = redis;
     const limiter = new RateLimiter({ store: new RedisStore({ client }), prefix: 'rt' });
     const service = new RateLimitService(limiter);
     await limiter.peek('key:a', { rate: '5/m' }); // the script is loaded
@@ -151,7 +133,8 @@ describe('the control hash costs no extra round trip', () => {
     }
     // Inside the script: HGETALL of the control hash, TIME (for its expiry), PTTL, then SET or
     // PEXPIRE. Nothing outside it.
-    expect(await commandCounts()).toEqual({
+    const { info: _info, config: _config, ...counts } = await commandCalls(client);
+    expect(counts).toEqual({
       evalsha: 10,
       hgetall: 10,
       time: 10,
@@ -160,21 +143,9 @@ describe('the control hash costs no extra round trip', () => {
       pexpire: 9,
     });
   });
-});
-
-describe('hand-written control fields', () => {
-  let server: RedisServerHandle;
-  let client: Redis;
-  beforeAll(async () => {
-    server = await startRedisServer();
-    client = new Redis(server.url, { autoResendUnfulfilledCommands: false });
-  });
-  afterAll(async () => {
-    client.disconnect();
-    await server.stop();
-  });
 
   it('out-of-bounds or malformed fields are ignored, never misread (review finding 4)', async () => {
+    const { client } = redis;
     const limiter = new RateLimiter({ store: new RedisStore({ client }), prefix: 'hw' });
     const until = Date.now() + 60_000;
     await client.hset(

@@ -3,31 +3,20 @@
  * from memory, with honest waits, and resets and overrides are seen at once.
  */
 import 'reflect-metadata';
-import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { beforeAll, describe, expect, it } from '@jest/globals';
 import { Logger } from '@nestjs/common';
-import { Redis } from 'ioredis';
 import { RateLimiter, RateLimitService, RedisStore } from '../../lib/index.js';
 import { CapturingLogger } from '../e2e/support/app.js';
-import { startRedisServer, type RedisServerHandle } from '../harness/redis.js';
+import { commandCalls, privateRedis } from '../harness/redis.js';
 
 beforeAll(() => Logger.overrideLogger(new CapturingLogger()));
 
 describe('the deny cache', () => {
-  let server: RedisServerHandle;
-  let client: Redis;
-  beforeAll(async () => {
-    server = await startRedisServer();
-    client = new Redis(server.url, { autoResendUnfulfilledCommands: false });
-  });
-  afterAll(async () => {
-    client.disconnect();
-    await server.stop();
-  });
-
-  const evalshaCalls = async () =>
-    Number(/cmdstat_evalsha:calls=(\d+)/.exec(await client.info('commandstats'))?.[1] ?? 0);
+  const redis = privateRedis();
+  const evalshaCalls = async () => (await commandCalls(redis.client)).evalsha ?? 0;
 
   function setup(prefix: string) {
+    const { client } = redis;
     let now = Date.now();
     const limiter = new RateLimiter({
       store: new RedisStore({ client }),
@@ -42,7 +31,7 @@ describe('the deny cache', () => {
     const { limiter, tick } = setup('dc1');
     const policy = { rate: '5/m', algorithm: 'fixed-window' } as const;
     for (let i = 0; i < 5; i++) expect((await limiter.consume('ip:1', policy)).allowed).toBe(true);
-    await client.config('RESETSTAT');
+    await redis.client.config('RESETSTAT');
     const first = await limiter.consume('ip:1', policy);
     expect(first.allowed).toBe(false);
     const wait = first.policies[0]!.retryAfterMs;
@@ -78,7 +67,7 @@ describe('the deny cache', () => {
     const { limiter } = setup('dc3');
     const entries = [{ identity: 'u', policy: { rate: '1/m' } }];
     await limiter.consumeEach(entries);
-    await client.config('RESETSTAT');
+    await redis.client.config('RESETSTAT');
     for (let i = 0; i < 20; i++) {
       expect((await limiter.consumeEach(entries, { denyCache: false })).allowed).toBe(false);
     }
