@@ -11,7 +11,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { runHttpBench } from './http/index.js';
-import { contenders, newClient } from './redis/contenders.js';
+import { BUSY, contenders, newClient } from './redis/contenders.js';
 import { runHotKeyBench } from './redis/hotkey.js';
 import { runMemoryBench } from './redis/memory.js';
 import { runScriptBench } from './redis/scripts.js';
@@ -88,7 +88,7 @@ try {
   if (parts.has('hotkey')) {
     results.hotKey = await runHotKeyBench({
       admin,
-      contenders: list,
+      contenders: contenders(admin, { ...BUSY, withDenyCache: true }),
       decisions: 30_000,
       concurrency: 64,
       log,

@@ -28,6 +28,8 @@ export interface Contender {
 export interface Budget {
   readonly limit: number;
   readonly periodS: number;
+  /** Add `nrl-gcra+denyCache`: this package with its deny cache (the hot-key part). */
+  readonly withDenyCache?: boolean;
 }
 
 /**
@@ -50,9 +52,11 @@ function ours(
   what: string,
   policies: PolicyInput[],
   lua: (string | number)[],
+  denyCache: boolean | { minRetryAfterMs: number } = false,
 ): Contender {
   const limiter = new RateLimiter({
     store: new RedisStore({ client }),
+    denyCache,
     // The default prefix, as most users keep it: policies differ by name or algorithm.
     prefix: 'rl',
     timeoutMs: 5000,
@@ -70,10 +74,8 @@ function ours(
   };
 }
 
-export function contenders(
-  client: Redis,
-  { limit: LIMIT, periodS: PERIOD_S }: Budget = BUSY,
-): Contender[] {
+export function contenders(client: Redis, budget: Budget = BUSY): Contender[] {
+  const { limit: LIMIT, periodS: PERIOD_S } = budget;
   const rate = `${LIMIT}/${PERIOD_S}s`;
   const periodMs = PERIOD_S * 1000;
   const one = (algorithm: keyof typeof code) => [code[algorithm], LIMIT, periodMs, LIMIT, 1];
@@ -110,6 +112,20 @@ export function contenders(
       [...one('gcra'), 4, 1_000_000, 86_400_000, 1_000_000, 1],
     ),
   );
+
+  if (budget.withDenyCache) {
+    list.push(
+      ours(
+        client,
+        'nrl-gcra+denyCache',
+        // GCRA refuses for one emission interval (10 ms here), below the 1 s default.
+        'this package, gcra, denyCache { minRetryAfterMs: 0 }',
+        [{ rate, algorithm: 'gcra' }],
+        one('gcra'),
+        { minRetryAfterMs: 0 },
+      ),
+    );
+  }
 
   const rlf = new RateLimiterRedis({
     storeClient: client,
