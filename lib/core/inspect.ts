@@ -98,7 +98,14 @@ export function describeSnapshot(
           capacity: windowed ? override.limit : (override.burst ?? override.limit),
         }
       : known(scope, name, algorithm);
-    const base = { key, scope, policy: name, algorithm, ...(override && { override }) };
+    // The key the state is read from: under an override, the override's own.
+    const base = {
+      key: stored?.key ?? key,
+      scope,
+      policy: name,
+      algorithm,
+      ...(override && { override }),
+    };
     if (!windowed) {
       const [ms, ticks] = state as [number, number];
       if (!policy) {
