@@ -6,6 +6,7 @@
  * first or last; the median over rounds is reported, against `none` on the same platform.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
 import { freePort } from '../support.js';
@@ -32,12 +33,20 @@ export interface HttpRow {
   rps: number;
   p50Ms: number;
   p99Ms: number;
-  /** Against `none` on the same platform: rps variant/none, latencies variant/none. */
+  /**
+   * Against `none` on the same platform: rps variant/none, paired within each round (both ran
+   * minutes apart at most) then the median; latencies variant/none of the medians.
+   */
   rpsRatio: number;
   p50Ratio: number;
   p99Ratio: number;
   /** Requests per second of each round, in round order. */
   rounds: number[];
+  /**
+   * CPU time of the app process per request, in µs (median over rounds; Linux, from
+   * /proc): what the variant costs the app, whatever else the machine was doing.
+   */
+  cpuUsPerRequest: number;
   /** Responses other than 2xx plus requests that got no response, over all rounds. */
   non2xx: number;
 }
@@ -72,6 +81,8 @@ function killOnExit(child: ChildProcess): void {
 
 interface App {
   variant: string;
+  /** CPU time the app has used so far, in µs (NaN where /proc is missing). */
+  cpuUs(): number;
   url: string;
   /** Throws, with the app's output, when it has died. */
   assertAlive(): void;
@@ -92,6 +103,7 @@ async function startApp(platform: HttpPlatform, variant: string, redisUrl: strin
   const describe = () => `${variant} on ${platform}`;
   const app: App = {
     variant,
+    cpuUs: () => processCpuUs(child.pid),
     url: `http://127.0.0.1:${port}/hi`,
     assertAlive() {
       if (dead())
@@ -138,8 +150,20 @@ async function startApp(platform: HttpPlatform, variant: string, redisUrl: strin
   return app;
 }
 
+/** utime + stime of a process, in µs, from /proc/<pid>/stat (ticks of 1/100 s). */
+function processCpuUs(pid: number | undefined): number {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    return (Number(fields[11]) + Number(fields[12])) * 10_000;
+  } catch {
+    return NaN;
+  }
+}
+
 interface Sample {
   rps: number;
+  requests: number;
+  cpuUs: number;
   p50Ms: number;
   p99Ms: number;
   non2xx: number;
@@ -169,6 +193,8 @@ async function load(url: string, durationS: number, connections: number): Promis
   const sorted = Float64Array.from(latencies).sort();
   return {
     rps: result.requests.average,
+    requests: result.requests.total,
+    cpuUs: 0,
     p50Ms: percentile(sorted, 0.5),
     p99Ms: percentile(sorted, 0.99),
     non2xx: result.non2xx + result.errors,
@@ -198,7 +224,9 @@ export async function runHttpBench(opts: HttpBenchOptions): Promise<HttpRow[]> {
       for (let round = 0; round < opts.rounds; round++) {
         for (let i = 0; i < apps.length; i++) {
           const app = apps[(round + i) % apps.length]!;
+          const cpuBefore = app.cpuUs();
           const sample = await load(app.url, opts.durationS, connections);
+          sample.cpuUs = app.cpuUs() - cpuBefore;
           app.assertAlive();
           samples.get(app.variant)!.push(sample);
         }
@@ -218,21 +246,23 @@ export async function runHttpBench(opts: HttpBenchOptions): Promise<HttpRow[]> {
 }
 
 function summarise(platform: HttpPlatform, samples: Map<string, Sample[]>): HttpRow[] {
+  const none = samples.get('none')!;
   const medians = [...samples].map(([variant, s]) => ({
     variant,
     rps: median(s.map((x) => x.rps)),
+    rpsRatio: median(s.map((x, round) => x.rps / none[round]!.rps)),
+    cpuUsPerRequest: median(s.map((x) => x.cpuUs / x.requests)),
     p50Ms: median(s.map((x) => x.p50Ms)),
     p99Ms: median(s.map((x) => x.p99Ms)),
     rounds: s.map((x) => x.rps),
     non2xx: s.reduce((sum, x) => sum + x.non2xx, 0),
   }));
-  const none = medians.find((m) => m.variant === 'none')!;
+  const baseline = medians.find((m) => m.variant === 'none')!;
   return medians.map((m) => ({
     platform,
     ...m,
-    rpsRatio: m.rps / none.rps,
-    p50Ratio: m.p50Ms / none.p50Ms,
-    p99Ratio: m.p99Ms / none.p99Ms,
+    p50Ratio: m.p50Ms / baseline.p50Ms,
+    p99Ratio: m.p99Ms / baseline.p99Ms,
   }));
 }
 
@@ -245,8 +275,11 @@ function table(platform: HttpPlatform, rows: HttpRow[], connections: number): st
     '×none',
     'p99 ms',
     '×none',
+    'CPU µs/req',
+    '+µs',
     'per-round req/s',
   ];
+  const cpuNone = rows.find((r) => r.variant === 'none')?.cpuUsPerRequest ?? NaN;
   const body = rows.map((r) => [
     r.non2xx ? `${r.variant} !` : r.variant,
     r.rps.toFixed(0),
@@ -255,6 +288,8 @@ function table(platform: HttpPlatform, rows: HttpRow[], connections: number): st
     r.p50Ratio.toFixed(2),
     r.p99Ms.toFixed(2),
     r.p99Ratio.toFixed(2),
+    r.cpuUsPerRequest.toFixed(1),
+    (r.cpuUsPerRequest - cpuNone).toFixed(1),
     r.rounds.map((x) => x.toFixed(0)).join(' '),
   ]);
   const widths = header.map((h, i) => Math.max(h.length, ...body.map((cells) => cells[i]!.length)));
@@ -268,7 +303,7 @@ function table(platform: HttpPlatform, rows: HttpRow[], connections: number): st
       .trimEnd();
   const flagged = rows.filter((r) => r.non2xx);
   return [
-    `HTTP ${platform}, ${connections} connections, median of ${rows[0]?.rounds.length ?? 0} rounds:`,
+    `HTTP ${platform}, ${connections} connections, median of ${rows[0]?.rounds.length ?? 0} rounds (×none paired per round; CPU: the app process's own, per request):`,
     format(header),
     ...body.map(format),
     ...(flagged.length
