@@ -132,6 +132,7 @@ export function validateOptions(options: RateLimitModuleOptions): void {
       prefix: options.prefix,
       timeoutMs: options.timeoutMs,
       circuitBreaker: options.circuitBreaker,
+      denyCache: options.denyCache,
     });
   } catch (error) {
     // Name the place the user wrote it, not the class that checked it.

@@ -169,6 +169,9 @@ describe.each(PLATFORMS)('bad module options fail at bootstrap on %s', (platform
       { circuitBreaker: { cooldownMs: 0 } },
       /circuitBreaker\.cooldownMs 0/,
     ],
+    // Regression (review): checked only once the Redis client existed, which it then leaked.
+    ['denyCache.maxAgeMs: 0', { denyCache: { maxAgeMs: 0 } }, /invalid denyCache\.maxAgeMs 0/],
+    ["enabled: 'yes'", { enabled: 'yes' as unknown as boolean }, /invalid enabled "yes"/],
   ] as const)(
     '%s rejects NestFactory.create, naming the option',
     async (_label, options, message) => {
