@@ -392,7 +392,13 @@ export class RateLimiter {
               setImmediate(() => settle(false, () => reject(error)));
             }, timeoutMs);
       // A store that throws instead of rejecting is a failed call like any other.
-      new Promise<T>((run) => run(call())).then(
+      let pending: Promise<T>;
+      try {
+        pending = Promise.resolve(call());
+      } catch (error) {
+        pending = Promise.reject(error);
+      }
+      pending.then(
         (value) => settle(true, () => resolve(value)),
         (error: unknown) => settle(false, () => reject(toBackendError(error))),
       );

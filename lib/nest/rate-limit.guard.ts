@@ -8,16 +8,6 @@ import {
 import { outcomeOf, setHeaders, storeOutcome } from './http-context.js';
 import { RateLimitRuntime, type RequestOutcome } from './runtime.js';
 
-/**
- * Decides each HTTP request against its route's policies in one limiter call, stores the
- * outcome on the request for {@link RateLimitInterceptor}, and refuses with 429 (or 503
- * for a fail-closed route whose store is down). Registered globally by `RateLimitModule`;
- * with `global: false`, use `@UseGuards(RateLimitGuard)`. A request guarded twice is
- * counted once. Contexts other than HTTP pass untouched.
- *
- * Extension points for subclasses: {@link RateLimitGuard.shouldSkip} and
- * {@link RateLimitGuard.refuse}.
- */
 /** Longest wait for an async `enabled` function, in ms. */
 const ENABLED_WAIT_MS = 100;
 
@@ -25,6 +15,16 @@ function isThenable(value: unknown): value is PromiseLike<unknown> {
   return typeof (value as PromiseLike<unknown> | null)?.then === 'function';
 }
 
+/**
+ * Decides each HTTP request against its route's policies in one limiter call, stores the
+ * outcome on the request, writes the rate-limit headers, and refuses with 429 (or 503
+ * for a fail-closed route whose store is down). Registered globally by `RateLimitModule`;
+ * with `global: false`, use `@UseGuards(RateLimitGuard)`. A request guarded twice is
+ * counted once. Contexts other than HTTP pass untouched.
+ *
+ * Extension points for subclasses: {@link RateLimitGuard.shouldSkip} and
+ * {@link RateLimitGuard.refuse}.
+ */
 @Injectable()
 export class RateLimitGuard implements CanActivate {
   constructor(@Inject(RateLimitRuntime) protected readonly runtime: RateLimitRuntime) {}
@@ -34,7 +34,9 @@ export class RateLimitGuard implements CanActivate {
     const { enabled } = this.runtime.options;
     if (enabled === false || (typeof enabled === 'function' && !(await this.switchedOn(enabled))))
       return true;
-    const outcome = (await this.shouldSkip(ctx))
+    // Awaited only when it is a promise: a microtask less per request without `skip`.
+    const skip = this.shouldSkip(ctx);
+    const outcome = (typeof skip === 'boolean' ? skip : await skip)
       ? { allowed: true, headers: {} }
       : await this.runtime.evaluate(ctx);
     storeOutcome(ctx, outcome);
@@ -79,14 +81,20 @@ export class RateLimitGuard implements CanActivate {
     }
   }
 
-  protected async shouldSkip(ctx: ExecutionContext): Promise<boolean> {
+  protected shouldSkip(ctx: ExecutionContext): boolean | Promise<boolean> {
     const { skip } = this.runtime.options;
     if (!skip) return false;
-    try {
-      return (await skip(ctx)) === true;
-    } catch (error) {
+    const failed = (error: unknown) => {
       this.runtime.reportConfigError('skip', error);
       return false;
+    };
+    try {
+      const answer = skip(ctx);
+      return isThenable(answer)
+        ? Promise.resolve(answer).then((skipped) => skipped === true, failed)
+        : answer === true;
+    } catch (error) {
+      return failed(error);
     }
   }
 
