@@ -67,7 +67,7 @@ export function readControl(
   for (const [field, value] of Object.entries(fields)) {
     const reason = fields[`r:${field}`] ?? '';
     if (field === EXEMPT_FIELD) {
-      const until = Number(value);
+      const until = /^\d{1,16}$/.test(value) ? Number(value) : NaN;
       if (Number.isSafeInteger(until) && until > nowMs)
         exemption = { expiresInMs: until - nowMs, reason };
       continue;
@@ -107,13 +107,21 @@ export function applicableOverride(
   return undefined;
 }
 
+/** The largest limit × period (and burst × period) any rate may have: 2^50. */
+const MAX_SCALED = 2 ** 50;
+const OVERRIDE_VALUE = /^(\d{1,16}):(\d{1,16}):(\d{1,16}):(\d{1,16})$/;
+
+/** Reads `<untilMs>:<limit>:<periodMs>:<burst>` exactly as the consume script does. */
 function parseOverrideValue(value: string, nowMs: number) {
-  const [until, limit, periodMs, burst, ...rest] = value.split(':').map(Number);
+  const match = value.length <= 64 ? OVERRIDE_VALUE.exec(value) : null;
+  const [until, limit, periodMs, burst] = (match?.slice(1) ?? []).map(Number);
   if (
-    rest.length > 0 ||
+    !match ||
     ![until, limit, periodMs, burst].every((n) => Number.isSafeInteger(n)) ||
     !(until! > nowMs) ||
-    !(limit! >= 1 && periodMs! >= 1 && burst! >= 0)
+    !(limit! >= 1 && periodMs! >= 1) ||
+    limit! * periodMs! > MAX_SCALED ||
+    (burst || limit!) * periodMs! > MAX_SCALED
   ) {
     return undefined;
   }

@@ -73,7 +73,8 @@ export class DenyCache {
     // Refresh its place in the LRU order.
     this.entries.delete(signature);
     this.entries.set(signature, found);
-    const elapsed = now - found.at;
+    // Whole ms, rounded down: a wait stays an upper bound and an integer.
+    const elapsed = Math.floor(now - found.at);
     const { decision } = found;
     return {
       ...decision,

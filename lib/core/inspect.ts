@@ -100,7 +100,7 @@ export function describeSnapshot(
       : known(scope, name, algorithm);
     // The key the state is read from: under an override, the override's own.
     const base = {
-      key: stored?.key ?? key,
+      key: override ? `${key}:o${nowMs + override.expiresInMs}` : key,
       scope,
       policy: name,
       algorithm,

@@ -49,7 +49,7 @@ export interface BlockedDetail {
 export interface OverrideAppliedDetail {
   /** `Controller.handler`. */
   route: string;
-  /** The identity, hashed like in every other event. */
+  /** The identity as limited; the logged line carries it hashed, like every other event. */
   identity: string;
   /** The policy whose limit was overridden. */
   policy: string;

@@ -47,40 +47,45 @@ export class RateLimitGuard implements CanActivate {
     return true;
   }
 
+  /** The last answer of an `enabled` function, for when an answer is slow to come. */
+  private lastEnabled = true;
+  /** The `enabled` call still awaited, if any: one at a time. */
+  private asking: Promise<boolean> | undefined;
+
+  /**
+   * The kill switch (`enabled`) as a function: asked before anything else, without Redis.
+   * An async answer is awaited 100 ms at most, and never twice at once: while one is
+   * pending, requests take the last answer at once, so a stalled flag service neither
+   * stalls requests nor piles up calls. A function that throws or rejects counts as on.
+   */
+  private async switchedOn(enabled: () => boolean | Promise<boolean>): Promise<boolean> {
+    if (this.asking) return this.lastEnabled;
+    const failed = (error: unknown) => {
+      this.runtime.reportConfigError('enabled', error);
+      return (this.lastEnabled = true);
+    };
+    let answer: boolean | Promise<boolean>;
+    try {
+      answer = enabled();
+    } catch (error) {
+      return failed(error);
+    }
+    if (!isThenable(answer)) return (this.lastEnabled = answer !== false);
+    const asking = Promise.resolve(answer)
+      .then((on) => (this.lastEnabled = on !== false), failed)
+      .finally(() => (this.asking = undefined));
+    this.asking = asking;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const late = new Promise<boolean>((resolve) => {
+      timer = setTimeout(() => resolve(this.lastEnabled), ENABLED_WAIT_MS);
+    });
+    return Promise.race([asking, late]).finally(() => clearTimeout(timer));
+  }
+
   /**
    * True to leave this request alone. Default: the module's `skip` option; a `skip` that
    * throws skips nothing (and is logged), so a bug there never opens the API.
    */
-  /** The last answer of an `enabled` function, for when an answer is slow to come. */
-  private lastEnabled = true;
-
-  /**
-   * The kill switch (`enabled`) as a function: asked before anything else, without Redis.
-   * An answer that takes longer than 100 ms is not waited for (a stalled flag service
-   * must not stall requests): the last answer stands, and the late one is kept for the next.
-   */
-  private async switchedOn(enabled: () => boolean | Promise<boolean>): Promise<boolean> {
-    const failed = (error: unknown) => {
-      this.runtime.reportConfigError('enabled', error);
-      return true;
-    };
-    try {
-      const answer = enabled();
-      if (!isThenable(answer)) return (this.lastEnabled = answer !== false);
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      const late = new Promise<boolean>((resolve) => {
-        timer = setTimeout(() => resolve(this.lastEnabled), ENABLED_WAIT_MS);
-      });
-      const settled = Promise.resolve(answer).then(
-        (on) => (this.lastEnabled = on !== false),
-        failed,
-      );
-      return await Promise.race([settled, late]).finally(() => clearTimeout(timer));
-    } catch (error) {
-      return failed(error);
-    }
-  }
-
   protected shouldSkip(ctx: ExecutionContext): boolean | Promise<boolean> {
     const { skip } = this.runtime.options;
     if (!skip) return false;

@@ -344,6 +344,18 @@ export function conformanceSuite(makeKind: () => StoreKind): void {
       },
     );
 
+    // Regression (second review): a 1 ms step back read a fresh window as foreign state.
+    it('fixed-window: a clock that steps back within a period keeps the window', async () => {
+      const { clock, limiter } = setup(kind);
+      const p = { rate: '10/s', algorithm: 'fixed-window' } as const;
+      const T = clock.now;
+      expect((await limiter.consume('lee', p, { cost: 10 })).allowed).toBe(true);
+      clock.now = T - 1;
+      expect((await limiter.consume('lee', p)).allowed).toBe(false);
+      clock.now = T - 999;
+      expect((await limiter.consume('lee', p)).allowed).toBe(false);
+    });
+
     it('sliding-window: a clock that steps back across a window boundary keeps the newer window', async () => {
       const { clock, limiter } = setup(kind);
       const p = { rate: '10/s', algorithm: 'sliding-window' } as const;

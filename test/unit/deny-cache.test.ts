@@ -75,6 +75,17 @@ describe('DenyCache', () => {
     expect(cache.get('r')).toBeUndefined();
   });
 
+  it('counts waits down in whole ms on a fractional clock (second review)', () => {
+    let now = 0.25;
+    const cache = new DenyCache({ clock: () => now });
+    cache.remember('r', denied(5000), []);
+    now = 7.98;
+    expect(cache.get('r')!.policies.map((p) => [p.retryAfterMs, p.resetMs])).toEqual([
+      [4993, 59_993],
+      [0, 3_599_993],
+    ]);
+  });
+
   it('refuses bad options with the value', () => {
     expect(() => new DenyCache({ maxAgeMs: 0 })).toThrow(
       'invalid denyCache.maxAgeMs 0: expected an integer >= 1',

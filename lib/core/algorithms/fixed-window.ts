@@ -7,8 +7,9 @@ import { admitted, decodeInts, denied, type AlgorithmImpl, type Evaluate } from 
  */
 export const evaluateFixedWindow: Evaluate = (state, now, { limit, periodMs, cost }) => {
   // A window that has ended is no window, even if its key has not expired yet; one that
-  // ends more than a period from now is not this policy's (written at another rate).
-  const open = state !== undefined && now < state[1]! && state[1]! <= now + periodMs;
+  // ends more than two periods from now was not written at this period (a clock that
+  // stepped back by less than a period still finds its window).
+  const open = state !== undefined && now < state[1]! && state[1]! <= now + 2 * periodMs;
   const count = open ? state[0]! : 0;
   const end = open ? state[1]! : 0;
   const remaining = Math.max(0, limit - count);
@@ -28,7 +29,7 @@ local function fixed_window(v, now, L, P, cost)
     local i = find(v, ':', 1, true)
     if i then
       wend = tonumber(sub(v, i + 1))
-      if now < wend and wend <= now + P then count = tonumber(sub(v, 1, i - 1)) else wend = 0 end
+      if now < wend and wend <= now + 2 * P then count = tonumber(sub(v, 1, i - 1)) else wend = 0 end
     end
   end
   if cost == 0 then return true end

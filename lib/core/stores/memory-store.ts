@@ -125,7 +125,7 @@ export class MemoryStore implements RateLimitStore {
     const control = this.controlFields(`${key.slice(0, close + 1)}:ctl`);
     if (!control) return { params: policy };
     const fields = Object.fromEntries(control);
-    const until = /^\d+$/.test(fields.exempt ?? '') ? Number(fields.exempt) : NaN;
+    const until = /^\d{1,16}$/.test(fields.exempt ?? '') ? Number(fields.exempt) : NaN;
     if (Number.isSafeInteger(until) && until > now) {
       return { params: { ...policy, cost: 0 }, exempt: true };
     }

@@ -81,7 +81,7 @@ for i = 1, n do
       end
       local effect = ''
       local e = f.exempt and string.match(f.exempt, '^%d+$') and tonumber(f.exempt)
-      if e and e > now then
+      if e and e > now and e <= 9007199254740991 then
         cost, effect = 0, 'x'
       else
         local b = string.find(key, '}', 1, true)
@@ -98,7 +98,7 @@ for i = 1, n do
           end
           -- The same bounds as the TypeScript side (limit × period <= 2^50): a hand-written
           -- field outside them is ignored rather than misread.
-          if u and u > now and ol > 0 and op > 0 and ol * op <= 1125899906842624
+          if u and u > now and u <= 9007199254740991 and ol > 0 and op > 0 and ol * op <= 1125899906842624
             and ob * op <= 1125899906842624 then
             L, P, C = ol, op, ob
             effect = string.format('%d:%d:%d', L, P, C)
