@@ -9,7 +9,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
-import { freePort } from '../support.js';
+import { freePort, median } from '../support.js';
 
 export const HTTP_PLATFORMS = ['express', 'fastify'] as const;
 export type HttpPlatform = (typeof HTTP_PLATFORMS)[number];
@@ -172,12 +172,6 @@ interface Sample {
 /** Nearest-rank percentile of ascending values. */
 function percentile(sorted: Float64Array, q: number): number {
   return sorted[Math.max(0, Math.ceil(q * sorted.length) - 1)] ?? NaN;
-}
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = sorted.length >> 1;
-  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
 }
 
 async function load(url: string, durationS: number, connections: number): Promise<Sample> {

@@ -6,14 +6,10 @@ import {
   type ExecutionContext,
 } from '@nestjs/common';
 import { outcomeOf, setHeaders, storeOutcome } from './http-context.js';
-import { RateLimitRuntime, type RequestOutcome } from './runtime.js';
+import { isThenable, RateLimitRuntime, type RequestOutcome } from './runtime.js';
 
 /** Longest wait for an async `enabled` function, in ms. */
 const ENABLED_WAIT_MS = 100;
-
-function isThenable(value: unknown): value is PromiseLike<unknown> {
-  return typeof (value as PromiseLike<unknown> | null)?.then === 'function';
-}
 
 /**
  * Decides each HTTP request against its route's policies in one limiter call, stores the

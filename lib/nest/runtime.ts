@@ -564,7 +564,8 @@ export function declareDefault(options: RateLimitModuleOptions): DeclaredPolicy 
   throw new RateLimitConfigError('ERR_RATE_LIMIT_RATE', `invalid default ${quote(given)}`, where);
 }
 
-function isThenable(value: unknown): value is PromiseLike<unknown> {
+/** True for a promise or any other `then`-able. */
+export function isThenable(value: unknown): value is PromiseLike<unknown> {
   return typeof (value as PromiseLike<unknown> | null)?.then === 'function';
 }
 

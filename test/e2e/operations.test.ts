@@ -7,7 +7,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/glo
 import { Controller, Get } from '@nestjs/common';
 import { Redis } from 'ioredis';
 import { RateLimit, RateLimitService } from '../../lib/index.js';
-import { startRedisServer, type RedisServerHandle } from '../harness/redis.js';
+import { commandCalls, startRedisServer, type RedisServerHandle } from '../harness/redis.js';
 import { CapturingLogger, createApp, PLATFORMS, times, type AppHandle } from './support/app.js';
 
 @Controller('ops')
@@ -30,8 +30,7 @@ afterAll(async () => {
   await server.stop();
 });
 
-const evalshaCalls = async () =>
-  Number(/cmdstat_evalsha:calls=(\d+)/.exec(await admin.info('commandstats'))?.[1] ?? 0);
+const evalshaCalls = async () => (await commandCalls(admin)).evalsha ?? 0;
 
 describe.each(PLATFORMS)('operations on %s', (platform) => {
   const apps: AppHandle[] = [];

@@ -185,6 +185,7 @@ export function privateRedis(): { readonly server: RedisServerHandle; readonly c
 export async function commandCalls(client: Redis): Promise<Record<string, number>> {
   const info = await client.info('commandstats');
   const counts: Record<string, number> = {};
-  for (const m of info.matchAll(/cmdstat_(\w+):calls=(\d+)/g)) counts[m[1]!] = Number(m[2]);
+  // Names may hold `|` (subcommands, e.g. `cluster|keyslot`).
+  for (const m of info.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) counts[m[1]!] = Number(m[2]);
   return counts;
 }

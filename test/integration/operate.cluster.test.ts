@@ -9,16 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { Logger } from '@nestjs/common';
 import { Cluster, Redis } from 'ioredis';
 import { controlKey, RateLimiter, RateLimitService, RedisStore } from '../../lib/index.js';
-import { disconnect, startCluster, type ClusterHandle } from '../harness/redis.js';
-
-/** Calls per command, from `INFO commandstats`. */
-async function commandCalls(node: Redis): Promise<Record<string, number>> {
-  const info = await node.info('commandstats');
-  const calls: Record<string, number> = {};
-  for (const match of info.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm))
-    calls[match[1]!] = Number(match[2]);
-  return calls;
-}
+import { commandCalls, disconnect, startCluster, type ClusterHandle } from '../harness/redis.js';
 
 /** Commands that read or write keys (what a keyspace-wide operation would show). */
 const DATA_COMMANDS = [

@@ -3,13 +3,11 @@ import { Cluster, Redis } from 'ioredis';
 import { ALGORITHMS, RateLimitBackendError, RateLimiter, RedisStore } from '../../lib/index.js';
 import { CONSUME_SCRIPT } from '../../lib/core/stores/redis-script.js';
 import { replaySettings } from '../../lib/core/stores/redis-store.js';
-import { startRedisServer, type RedisServerHandle } from '../harness/redis.js';
+import { commandCalls, startRedisServer, type RedisServerHandle } from '../harness/redis.js';
 
 /** The count of one command in `INFO commandstats`. */
 async function calls(client: Redis, command: string): Promise<number> {
-  const info = await client.info('commandstats');
-  const match = new RegExp(`cmdstat_${command}:calls=(\\d+)`).exec(info);
-  return match ? Number(match[1]) : 0;
+  return (await commandCalls(client))[command] ?? 0;
 }
 
 // A private server: these tests flush its scripts, pause it and read its command counts.
