@@ -2,8 +2,8 @@
  * Jest in ESM mode (run through `node --experimental-vm-modules`, see `npm test`).
  * The global setup gives every suite a real Redis (standalone and Cluster): see test/harness.
  *
- * NEST_PEERS_DIR points the @nestjs packages at another install (e.g. NestJS 11 in
- * .nest11/, see `npm run test:nest11`), so the e2e suite runs against each supported major.
+ * NEST_PEERS_DIR points the @nestjs packages at another install (e.g. NestJS 10 or 11 in
+ * .nest10/ and .nest11/, see `npm run test:nest11`), so the e2e suite runs against each supported major.
  * @type {import('jest').Config}
  */
 const nestPeers = process.env.NEST_PEERS_DIR;
@@ -21,7 +21,12 @@ export default {
     '^.+\\.ts$': ['ts-jest', { useESM: true, tsconfig: 'tsconfig.json' }],
   },
   testMatch: ['<rootDir>/test/**/*.test.ts'],
-  modulePathIgnorePatterns: ['<rootDir>/.nest11/', '<rootDir>/dist/', '<rootDir>/dist-sample/'],
+  modulePathIgnorePatterns: [
+    '<rootDir>/.nest10/',
+    '<rootDir>/.nest11/',
+    '<rootDir>/dist/',
+    '<rootDir>/dist-sample/',
+  ],
   globalSetup: '<rootDir>/test/harness/global-setup.ts',
   globalTeardown: '<rootDir>/test/harness/global-teardown.ts',
   testTimeout: 30000,

@@ -43,26 +43,60 @@ describe('two sample-app processes on one Redis', () => {
   });
 });
 
-// A CommonJS app (the Nest 11 default) loads this ESM package through require(esm),
-// which Node >= 20.19 has without a flag.
-describe('the built package under require()', () => {
-  it('loads from a CommonJS script and limits', () => {
+// A CommonJS app (the Nest 10 and 11 default) and its Jest tests, whose module runtime has no
+// require(esm), load the CommonJS build; an ES module app loads the ESM entry, which re-exports
+// that same build. The scripts resolve 'nest-rate-limit' through package.json `exports`, by
+// name (self-reference), exactly as an app's `node_modules` copy would.
+function run(script: string, ...flags: string[]): unknown {
+  const stdout = execFileSync(process.execPath, [...flags, '-e', script], {
+    cwd: ROOT,
+    encoding: 'utf8',
+  });
+  return JSON.parse(stdout.trim().split('\n').pop()!);
+}
+
+describe('the built package under require() and import', () => {
+  it('require() loads the CommonJS build and limits', () => {
     const script = `
-      const m = require(${JSON.stringify(`${ROOT}dist/index.js`)});
+      const m = require('nest-rate-limit');
       const limiter = new m.RateLimiter({ store: new m.MemoryStore({ sweepIntervalMs: 0 }) });
       (async () => {
         const out = [];
         for (let i = 0; i < 3; i++) out.push((await limiter.consume('u', { rate: '2/m' })).allowed);
-        console.log(JSON.stringify({ module: typeof m.RateLimitModule, out }));
+        const file = require.resolve('nest-rate-limit').slice(${JSON.stringify(ROOT)}.length);
+        console.log(JSON.stringify({ file, module: typeof m.RateLimitModule, out }));
       })();
     `;
-    const stdout = execFileSync(process.execPath, ['--input-type=commonjs', '-e', script], {
-      cwd: ROOT,
-      encoding: 'utf8',
-    });
-    expect(JSON.parse(stdout.trim().split('\n').pop()!)).toEqual({
+    // Our CommonJS build needs no require(esm); NestJS 12 itself is ESM-only, so with its
+    // peers installed Node's require(esm) still loads @nestjs/common. Jest without
+    // require(esm), on NestJS 10 and 11, is proven by the projects in test/consumers.
+    expect(run(script, '--input-type=commonjs')).toEqual({
+      file: 'dist/cjs/index.js',
       module: 'function',
       out: [true, true, false],
     });
+  });
+
+  it('import and require() in one process share one copy of every class and token', () => {
+    const script = `
+      import { createRequire } from 'node:module';
+      const esm = await import('nest-rate-limit');
+      const cjs = createRequire(process.cwd() + '/')('nest-rate-limit');
+      const names = (m) => Object.keys(m).filter((k) => k !== 'default' && k !== '__esModule').sort();
+      console.log(JSON.stringify({
+        sameNames: JSON.stringify(names(esm)) === JSON.stringify(names(cjs)),
+        count: names(esm).length,
+        shared: names(cjs).filter((k) => esm[k] === cjs[k]).length,
+        resolved: import.meta.resolve('nest-rate-limit').slice(import.meta.resolve('nest-rate-limit').indexOf('/dist/')),
+      }));
+    `;
+    const result = run(script, '--input-type=module') as Record<string, unknown>;
+    expect(result).toEqual({
+      sameNames: true,
+      count: result.count,
+      shared: result.count,
+      resolved: '/dist/esm/index.js',
+    });
+    expect(result.count).toBeGreaterThan(30);
   });
 });
