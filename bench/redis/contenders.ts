@@ -7,9 +7,10 @@ import { Redis } from 'ioredis';
 import { RateLimiter, RedisStore, type PolicyInput } from 'nest-rate-limit';
 import { RateLimiterRedis } from 'rate-limiter-flexible';
 
-// The script is internal to the package: read it from the built files the package links to.
+// The script is internal to the package: read it from the built files the package links to
+// (the CommonJS build, which the ESM entry re-exports).
 const { CONSUME_SCRIPT } = (await import(
-  new URL('./core/stores/redis-script.js', import.meta.resolve('nest-rate-limit')).href
+  new URL('../cjs/core/stores/redis-script.js', import.meta.resolve('nest-rate-limit')).href
 )) as { CONSUME_SCRIPT: string };
 
 export interface Contender {
