@@ -10,6 +10,8 @@ export default tseslint.config(
       'coverage/',
       'bench/node_modules/',
       'bench/dist/',
+      // Projects of their own (nest new), with their own lint setup.
+      'test/consumers/',
     ],
   },
   js.configs.recommended,

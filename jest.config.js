@@ -22,6 +22,7 @@ export default {
   },
   testMatch: ['<rootDir>/test/**/*.test.ts'],
   modulePathIgnorePatterns: [
+    '<rootDir>/test/consumers/',
     '<rootDir>/.nest10/',
     '<rootDir>/.nest11/',
     '<rootDir>/dist/',

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { clientIp, type IpOptions, type RequestLike } from './ip.js';
+import { clientIp, normalizeIp, type IpOptions, type RequestLike } from './ip.js';
 
 /**
  * Identity builders over a plain request (DESIGN §5); the Nest `keys` wrap them.
@@ -9,6 +9,17 @@ import { clientIp, type IpOptions, type RequestLike } from './ip.js';
 /** `ip:<address>`, per {@link clientIp}. */
 export function ipIdentity(request: RequestLike, options?: IpOptions): string {
   return `ip:${clientIp(request, options)}`;
+}
+
+/**
+ * The identity as the guard writes it: an `ip:` identity with its address in the form
+ * {@link clientIp} gives (`ip:2001:0db8::1` becomes `ip:2001:db8::/64`); any other, as it is.
+ * For operators, who type an address as they found it.
+ */
+export function canonicalIdentity(identity: string, ipv6Subnet?: number): string {
+  if (!identity.startsWith('ip:')) return identity;
+  const address = normalizeIp(identity.slice(3), ipv6Subnet);
+  return address === undefined ? identity : `ip:${address}`;
 }
 
 /** Reads a user id: `id`, else `sub` (JWT subject), else `userId`. */

@@ -26,13 +26,26 @@ export interface IpOptions {
 
 /**
  * The client address, normalised: IPv4-mapped IPv6 becomes IPv4, and IPv6 is reduced to
- * its `/ipv6Subnet` network (`2001:db8:1:2::/64`), since one subscriber usually holds a
- * whole /64 and could otherwise rotate through it. `unknown` when there is none.
+ * its `/ipv6Subnet` network in canonical form (`2001:db8:1:2::/64`, RFC 5952), since one
+ * subscriber usually holds a whole /64 and could otherwise rotate through it. With
+ * `trustedProxies`, a forwarded entry that is not an address (`unknown`, a typo, a hostname)
+ * is not believed: the connection's own address applies, as without the header. `unknown`
+ * when there is no address at all.
  */
 export function clientIp(request: RequestLike, options: IpOptions = {}): string {
-  const raw = options.trustedProxies ? forwardedFor(request, options.trustedProxies) : undefined;
-  const address = raw ?? request.ip ?? request.socket?.remoteAddress;
-  return (address && normalizeIp(address, options.ipv6Subnet ?? 64)) ?? 'unknown';
+  const subnet = options.ipv6Subnet ?? 64;
+  if (options.trustedProxies) {
+    const forwarded = forwardedFor(request, options.trustedProxies);
+    const address = forwarded === undefined ? undefined : normalizeIp(forwarded, subnet);
+    if (address !== undefined) return address;
+    // The proxy sent something that is no address: the peer of this connection is the
+    // best we know. Not `request.ip`, which an app trusting every proxy reads from the
+    // same untrusted header.
+    const peer = request.socket?.remoteAddress ?? request.ip;
+    return (peer && normalizeIp(peer, subnet)) ?? 'unknown';
+  }
+  const address = request.ip ?? request.socket?.remoteAddress;
+  return (address && normalizeIp(address, subnet)) ?? 'unknown';
 }
 
 /**
@@ -51,8 +64,11 @@ function forwardedFor(request: RequestLike, n: number): string | undefined {
 
 /**
  * Normalises an address as described in {@link clientIp}, or undefined when it is not an
- * IP address. Parsing is left to the platform: `node:net` tells the family, and the WHATWG
- * URL parser writes IPv6 in its canonical form.
+ * IP address. Any spelling of one address gives one string (`2001:0DB8:0::1` and
+ * `2001:db8::1` alike): IPv6 in the canonical compressed form of RFC 5952, which the WHATWG
+ * URL parser writes. An address written with a prefix (`2001:db8::/64`, as keys and
+ * `inspect` show it) is accepted too and reduced to `ipv6Subnet` like any other, so an
+ * operator can pass back what they were shown.
  */
 export function normalizeIp(address: string, ipv6Subnet = 64): string | undefined {
   // Some proxies append a port: `203.0.113.7:5678`, `[2001:db8::1]:443`.
@@ -60,25 +76,32 @@ export function normalizeIp(address: string, ipv6Subnet = 64): string | undefine
     .trim()
     .replace(/^(\d{1,3}(?:\.\d{1,3}){3}):\d+$/, '$1')
     .replace(/^\[(.*)\](?::\d+)?$/, '$1');
-  const family = isIP(trimmed.replace(/%.*$/, ''));
-  if (family === 4) return trimmed;
+  const prefix = /^(.*)\/(\d{1,3})$/.exec(trimmed);
+  const bare = (prefix ? prefix[1]! : trimmed).replace(/%.*$/, '');
+  const family = isIP(bare);
+  if (family === 4 && !prefix) return bare;
   if (family !== 6) return undefined;
-  const groups = expand(new URL(`http://[${trimmed.replace(/%.*$/, '')}]/`).hostname.slice(1, -1));
-  if (groups.slice(0, 5).every((g) => g === 0) && groups[5] === 0xffff) {
+  const groups = expand(canonical(bare));
+  if (groups.slice(0, 5).every((g) => g === 0) && groups[5] === 0xffff && !prefix) {
     return [groups[6]! >> 8, groups[6]! & 255, groups[7]! >> 8, groups[7]! & 255].join('.');
   }
-  if (ipv6Subnet >= 128) return groups.map((g) => g.toString(16)).join(':');
-  const kept = Math.ceil(ipv6Subnet / 16);
-  const masked = groups.slice(0, kept).map((g, i) => {
-    const bits = Math.min(16, ipv6Subnet - i * 16);
-    return (g & (0xffff << (16 - bits)) & 0xffff).toString(16);
+  const bits = ipv6Subnet;
+  if (bits >= 128) return canonical(bare);
+  const masked = groups.map((g, i) => {
+    const kept = Math.max(0, Math.min(16, bits - i * 16));
+    return g & (0xffff << (16 - kept)) & 0xffff;
   });
-  return `${masked.join(':')}::/${ipv6Subnet}`;
+  return `${canonical(masked.map((g) => g.toString(16)).join(':'))}/${bits}`;
+}
+
+/** RFC 5952 text of an IPv6 address (lower case, longest zero run as `::`). */
+function canonical(ipv6: string): string {
+  return new URL(`http://[${ipv6}]/`).hostname.slice(1, -1);
 }
 
 /** Eight 16-bit groups from a canonical (compressed, hex) IPv6 address. */
-function expand(canonical: string): number[] {
-  const [head = '', tail] = canonical.split('::');
+function expand(compressed: string): number[] {
+  const [head = '', tail] = compressed.split('::');
   const parse = (part: string) => (part ? part.split(':').map((g) => parseInt(g, 16)) : []);
   const left = parse(head);
   const right = tail === undefined ? [] : parse(tail);

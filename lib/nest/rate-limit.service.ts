@@ -18,6 +18,7 @@ import { RateLimiter } from '../core/limiter.js';
 import type { Decision, Policy, PolicyInput } from '../core/policy.js';
 import type { RateInput } from '../core/rate.js';
 import type { ControlChange, ControlSnapshot } from '../core/stores/store.js';
+import { canonicalIdentity } from '../http/identities.js';
 import { hashIdentity as hashed } from './events.js';
 import { RateLimitRuntime } from './runtime.js';
 
@@ -109,12 +110,18 @@ export class RateLimitService {
   /**
    * Forgets what `identity` has spent (under `scope`, or every scope): its next request is
    * admitted. Overrides and exemptions are kept. On Cluster only the identity's slot is read.
+   * An `ip:` identity may be written in any spelling of the address (`ip:2001:0db8::1`,
+   * `ip:2001:db8::/64`): it is reduced as the guard reduces it (`ipv6Subnet`).
    * @returns how many keys were deleted
    * @throws {RateLimitConfigError} for an invalid scope
    * @throws {RateLimitBackendError} when the store fails or takes more than 30 s
    */
   reset(identity: string, scope?: string): Promise<number> {
-    return this.limiter.reset(identity, scope);
+    // A bad identity is the limiter's to refuse, with its own message.
+    return this.limiter.reset(
+      typeof identity === 'string' ? this.canonical(identity) : identity,
+      scope,
+    );
   }
 
   /**
@@ -133,6 +140,7 @@ export class RateLimitService {
     policies?: readonly (Policy | PolicyInput)[],
   ): Promise<InspectedPolicy[]> {
     checkIdentity(identity, 'RateLimitService.inspect');
+    identity = this.canonical(identity);
     return this.limiter.inspect(identity, {
       scope,
       policies,
@@ -162,6 +170,7 @@ export class RateLimitService {
   ): Promise<void> {
     const where = 'RateLimitService.setOverride';
     checkIdentity(identity, where);
+    identity = this.canonical(identity);
     checkOverrideScope(scope, where);
     const { policy = '*', ttlMs, reason, burst } = options ?? ({} as OverrideOptions);
     checkOverridePolicy(policy, where);
@@ -198,6 +207,7 @@ export class RateLimitService {
   ): Promise<boolean> {
     const where = 'RateLimitService.removeOverride';
     checkIdentity(identity, where);
+    identity = this.canonical(identity);
     checkOverrideScope(scope, where);
     const { policy = '*' } = options ?? {};
     checkOverridePolicy(policy, where);
@@ -217,6 +227,7 @@ export class RateLimitService {
   async listOverrides(identity: string): Promise<ControlEntries> {
     const where = 'RateLimitService.listOverrides';
     checkIdentity(identity, where);
+    identity = this.canonical(identity);
     const { nowMs, fields } = await this.change(identity, where, { op: 'get' });
     return readControl(fields, nowMs);
   }
@@ -231,6 +242,7 @@ export class RateLimitService {
   async exempt(identity: string, options: ExemptionOptions): Promise<void> {
     const where = 'RateLimitService.exempt';
     checkIdentity(identity, where);
+    identity = this.canonical(identity);
     const { ttlMs, reason } = options ?? ({} as ExemptionOptions);
     checkTtlMs(ttlMs, where);
     checkReason(reason, where);
@@ -246,6 +258,7 @@ export class RateLimitService {
   async removeExemption(identity: string): Promise<boolean> {
     const where = 'RateLimitService.removeExemption';
     checkIdentity(identity, where);
+    identity = this.canonical(identity);
     const { removed = false } = await this.change(identity, where, {
       op: 'remove',
       field: EXEMPT_FIELD,
@@ -270,6 +283,14 @@ export class RateLimitService {
     return this.limiter
       .operate(() => store.control!(key, change))
       .finally(() => this.limiter.forgetDenials(identity));
+  }
+
+  /**
+   * An `ip:` identity in the guard's own spelling, so `reset('ip:2001:0db8::1')` finds the
+   * keys of `ip:2001:db8::/64` (per the module's `ipv6Subnet`).
+   */
+  private canonical(identity: string): string {
+    return canonicalIdentity(identity, this.runtime?.options.ipv6Subnet);
   }
 
   /** One audit line per change, identity hashed (it may be an API key or personal data). */

@@ -6,7 +6,7 @@ import 'reflect-metadata';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { Controller, Get } from '@nestjs/common';
 import type { Redis } from 'ioredis';
-import { clientIp, keys, normalizeIp, RateLimit } from '../../lib/index.js';
+import { clientIp, keys, normalizeIp, RateLimit, RateLimitService } from '../../lib/index.js';
 import { disconnect, newRedis } from '../harness/redis.js';
 import { createApp, PLATFORMS, times, type AppHandle } from './support/app.js';
 
@@ -223,6 +223,26 @@ describe.each(PLATFORMS)('keys on %s', (platform) => {
         expect.stringMatching(new RegExp(`^${h.prefix}:\\{ip:2001:db8:1:3::/64\\}:`)),
       ]);
     });
+
+    // Regression: `2001:db8::1` was stored as `ip:2001:db8:0:0::/64`, so no spelling an
+    // operator would type found its keys.
+    it.each(['ip:2001:db8::1', 'ip:2001:0db8:0:0::1', 'ip:2001:db8::/64'])(
+      'reset(%p) clears the keys of the client at 2001:db8::1',
+      async (spelling) => {
+        const from = { 'x-forwarded-for': '2001:db8::1' };
+        const before = await times(3, () => h.get('/proxied/v6', from));
+        expect(codes(before)).toEqual(
+          spelling === 'ip:2001:db8::1' ? [200, 200, 429] : [429, 429, 429],
+        );
+        const mine = async () =>
+          (await keysUnder(redis, h.prefix)).filter((k) => k.includes('{ip:2001:db8::/64}'));
+        expect(await mine()).toHaveLength(1);
+        expect(await h.app.get(RateLimitService).reset(spelling)).toBe(1);
+        expect(await mine()).toEqual([]);
+        const after = await times(3, () => h.get('/proxied/v6', from));
+        expect(codes(after)).toEqual([200, 200, 429]);
+      },
+    );
   });
 });
 
@@ -233,10 +253,27 @@ describe('normalizeIp / clientIp', () => {
     expect(normalizeIp('2001:0db8:0001:0002:ffff:ffff:ffff:ffff')).toBe(subnet);
     expect(normalizeIp('2001:DB8:1:2:a:b:c:d')).toBe(subnet);
     expect(normalizeIp('[2001:db8:1:2::7]')).toBe(subnet);
-    expect(normalizeIp('fe80::1%eth0')).toBe('fe80:0:0:0::/64');
+    expect(normalizeIp('fe80::1%eth0')).toBe('fe80::/64');
     expect(normalizeIp('2001:db8:1:3::1')).toBe('2001:db8:1:3::/64');
     expect(normalizeIp('2001:db8:1:2::1', 48)).toBe('2001:db8:1::/48');
-    expect(normalizeIp('2001:db8:1:2::1', 128)).toBe('2001:db8:1:2:0:0:0:1');
+    expect(normalizeIp('2001:db8:1:2::1', 128)).toBe('2001:db8:1:2::1');
+  });
+
+  // Regression: `2001:db8::1` was stored as `ip:2001:db8:0:0::/64`, so an operator's
+  // reset('ip:2001:db8::/64') found nothing.
+  it('writes every spelling of an IPv6 address in the canonical compressed form (RFC 5952)', () => {
+    for (const spelling of [
+      '2001:db8::1',
+      '2001:0db8:0:0::1',
+      '2001:DB8:0000:0000:0000:0000:0000:0001',
+      '2001:db8::/64',
+      '[2001:db8::1]:443',
+    ]) {
+      expect([spelling, normalizeIp(spelling)]).toEqual([spelling, '2001:db8::/64']);
+    }
+    expect(normalizeIp('::1')).toBe('::/64');
+    expect(normalizeIp('2001:db8::/64', 128)).toBe('2001:db8::');
+    expect(normalizeIp('1.2.3.4/8')).toBeUndefined();
   });
 
   it('turns IPv4-mapped IPv6 into IPv4', () => {
@@ -259,5 +296,22 @@ describe('normalizeIp / clientIp', () => {
     expect(clientIp(request, { trustedProxies: 3 })).toBe('6.6.6.6');
     expect(clientIp({ headers: {}, socket: { remoteAddress: '::ffff:1.2.3.4' } })).toBe('1.2.3.4');
     expect(clientIp({ headers: {} })).toBe('unknown');
+  });
+
+  // Regression: with trustedProxies, `X-Forwarded-For: unknown` became `ip:unknown`, one
+  // bucket shared by every such client.
+  it('clientIp falls back to the connection address when the trusted entry is no address', () => {
+    const behindProxy = (xff: string) => ({
+      ip: '198.51.100.9',
+      socket: { remoteAddress: '::ffff:10.0.0.2' },
+      headers: { 'x-forwarded-for': xff },
+    });
+    expect(clientIp(behindProxy('unknown'), { trustedProxies: 1 })).toBe('10.0.0.2');
+    expect(clientIp(behindProxy('6.6.6.6, _hidden'), { trustedProxies: 1 })).toBe('10.0.0.2');
+    expect(clientIp(behindProxy('unknown, 1.2.3.4'), { trustedProxies: 2 })).toBe('10.0.0.2');
+    expect(clientIp(behindProxy('unknown, 1.2.3.4'), { trustedProxies: 1 })).toBe('1.2.3.4');
+    expect(clientIp({ headers: { 'x-forwarded-for': 'unknown' } }, { trustedProxies: 1 })).toBe(
+      'unknown',
+    );
   });
 });
