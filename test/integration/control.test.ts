@@ -28,7 +28,7 @@ describe.each([memoryKind, standaloneKind])(
         prefix: `ct${randomUUID().slice(0, 8)}`,
         timeoutMs: 5000,
       });
-      return { clock, limiter, service: new RateLimitService(limiter) };
+      return { clock, limiter, fixture, service: new RateLimitService(limiter) };
     }
 
     it(`${kind.name}: an override raises 5/m to 50/m for one API key at once, and ends with its ttl`, async () => {
@@ -115,6 +115,25 @@ describe.each([memoryKind, standaloneKind])(
       expect(d.policies[0]).toMatchObject({ allowed: true, remaining: 3 });
       expect(d.policies[0]!.exempt).toBeUndefined();
     });
+
+    // Regression: a 1 s override at 100/h left its state keys for up to 1.4 h.
+    it.each(['fixed-window', 'sliding-window', 'token-bucket', 'gcra'] as const)(
+      `${kind.name}: %s state under an override expires when the override ends`,
+      async (algorithm) => {
+        const { limiter, service, fixture } = setup();
+        const policy = { rate: '5/m', algorithm };
+        await service.setOverride('key:o', '*', '100/h', { ttlMs: 1000, reason: 'short' });
+        expect((await limiter.consume('key:o', policy)).policies[0]).toMatchObject({
+          allowed: true,
+          limit: 100,
+        });
+        const [state] = await service.inspect('key:o', undefined, [policy]);
+        expect(state!.key).toMatch(/:o\d+$/);
+        const left = await fixture.pttl(state!.key);
+        expect(left).toBeGreaterThan(0);
+        expect(left).toBeLessThanOrEqual(1000);
+      },
+    );
   },
 );
 
@@ -131,18 +150,33 @@ describe('on a private Redis', () => {
     for (let i = 0; i < 10; i++) {
       expect((await limiter.consume('key:a', { rate: '5/m' })).policies[0]!.limit).toBe(50);
     }
-    // Inside the script: HGETALL of the control hash, TIME (for its expiry), PTTL, then SET or
-    // PEXPIRE. Nothing outside it.
+    // Inside the script: HGETALL of the control hash, TIME (for its expiry), then GET and SET
+    // of the override's own bucket, whose debt is in its value so that the key can expire
+    // with the override. Nothing outside it.
     // Without the test's own INFO and CONFIG RESETSTAT.
     const { info: _info, 'config|resetstat': _reset, ...counts } = await commandCalls(client);
-    expect(counts).toEqual({
-      evalsha: 10,
-      hgetall: 10,
-      time: 10,
-      pttl: 10,
-      set: 1, // the override's own bucket is created
-      pexpire: 9,
-    });
+    expect(counts).toEqual({ evalsha: 10, hgetall: 10, time: 10, get: 10, set: 10 });
+  });
+
+  it('on the server clock, a GCRA override keeps its debt to the ms and its key ends with it', async () => {
+    const { client } = redis;
+    const limiter = new RateLimiter({ store: new RedisStore({ client }), prefix: 'oe' });
+    const service = new RateLimitService(limiter);
+    const policy = { rate: '5/m', algorithm: 'gcra' } as const;
+    await service.setOverride('key:g', '*', '2/h', { ttlMs: 10_000, reason: 'slow down' });
+    const decisions = [];
+    for (let i = 0; i < 3; i++)
+      decisions.push((await limiter.consume('key:g', policy)).policies[0]!);
+    expect(decisions.map((d) => d.allowed)).toEqual([true, true, false]);
+    // The third waits for the override's emission interval (30 min), less the ms gone by.
+    expect(decisions[2]!.retryAfterMs).toBeGreaterThan(1_800_000 - 5_000);
+    expect(decisions[2]!.retryAfterMs).toBeLessThanOrEqual(1_800_000);
+    const keys = await client.keys('oe:{key:g}:*:o*');
+    expect(keys).toHaveLength(1);
+    const left = await client.pttl(keys[0]!);
+    expect(left).toBeGreaterThan(0);
+    expect(left).toBeLessThanOrEqual(10_000);
+    expect(await client.keys('oe:{key:g}:*gcra')).toEqual([]);
   });
 
   it('out-of-bounds or malformed fields are ignored, never misread (review finding 4)', async () => {

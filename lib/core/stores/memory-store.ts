@@ -104,7 +104,9 @@ export class MemoryStore implements RateLimitStore {
     }));
     const outcomes = decideAll(evaluations);
     outcomes.forEach((o, i) => {
-      if (o.state) this.write(effects[i]!.params.key, o.state, now + o.ttlMs!);
+      // An override's state expires with the override (see CONSUME_SCRIPT).
+      const until = effects[i]!.untilMs ?? Infinity;
+      if (o.state) this.write(effects[i]!.params.key, o.state, Math.min(now + o.ttlMs!, until));
     });
     return Promise.resolve(
       outcomes.map(({ allowed, remaining, resetMs, retryAfterMs }, i): StoreOutcome => {
@@ -119,7 +121,12 @@ export class MemoryStore implements RateLimitStore {
   private controlOf(
     policy: StorePolicy,
     now: number,
-  ): { params: StorePolicy; exempt?: true; override?: { limit: number; periodMs: number } } {
+  ): {
+    params: StorePolicy;
+    exempt?: true;
+    override?: { limit: number; periodMs: number };
+    untilMs?: number;
+  } {
     const { key } = policy;
     const close = key.indexOf('}');
     const control = this.controlFields(`${key.slice(0, close + 1)}:ctl`);
@@ -136,10 +143,11 @@ export class MemoryStore implements RateLimitStore {
     const window = policy.algorithm === 'fixed-window' || policy.algorithm === 'sliding-window';
     const capacity = window ? limit : (found.burst ?? limit);
     // Each override runs on state of its own (see CONSUME_SCRIPT).
-    const overrideKey = `${key}:o${now + found.expiresInMs}`;
+    const untilMs = now + found.expiresInMs;
     return {
-      params: { ...policy, key: overrideKey, limit, periodMs, capacity },
+      params: { ...policy, key: `${key}:o${untilMs}`, limit, periodMs, capacity },
       override: { limit, periodMs },
+      untilMs,
     };
   }
 

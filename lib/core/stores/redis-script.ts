@@ -27,7 +27,9 @@ export const ARGS_PER_POLICY = 5;
  *   capacity of an override in force, or '' for none. An override field of the hash is
  *   `o:<scope|*>:<name|*>` = `<untilMs>:<limit>:<periodMs>:<burst|0>`, the exemption
  *   `exempt` = `<untilMs>`, both on the server clock; the most specific field in force wins.
- *   Under an override, every algorithm keeps its state in `<key>:o<untilMs>` (same slot).
+ *   Under an override, every algorithm keeps its state in `<key>:o<untilMs>` (same slot),
+ *   which expires no later than the override; token bucket and GCRA then keep their debt
+ *   in the value, as on a test clock.
  *
  * Token bucket and GCRA are one debt (`C·P - scaledTokens` = `(TAT - now)·L`; see gcra.ts),
  * kept in the key's **expiry**: the key expires at the TAT rounded up to the ms, and its
@@ -56,7 +58,7 @@ local ctls, effects = {}, nil
 for i = 1, n do
   local j, key = i * 5 - 3, KEYS[i]
   local code, L, P, C, cost = tonumber(ARGV[j]), tonumber(ARGV[j + 1]), tonumber(ARGV[j + 2]), tonumber(ARGV[j + 3]), tonumber(ARGV[j + 4])
-  local v, ttl, keep
+  local v, ttl, keep, ou
   do
     -- The identity's control hash (overrides, exemption), read once per identity. It is
     -- not declared in KEYS: it shares the policy key's hash tag, hence its slot, and a
@@ -105,6 +107,7 @@ for i = 1, n do
             -- State made at one rate means nothing at another (a debt in time, a window end or
             -- index): each override runs on state of its own, starting afresh.
             key = key .. ':o' .. string.format('%d', u)
+            ou = u
             break
           end
         end
@@ -115,11 +118,14 @@ for i = 1, n do
   end
   if code > 2 then
     local debt, tau = 0, C * P
-    if clock then
+    -- The debt goes in the value, as "<expiryMs>:<credit>", when the key's expiry cannot hold
+    -- it: on a test clock, and under an override, whose state expires with the override.
+    local at = clock or (ou and now)
+    if at then
       local s = redis.call('GET', key)
       local c = s and string.find(s, ':', 1, true)
       local e = c and tonumber(string.sub(s, 1, c - 1))
-      if e and e >= clock then debt = (e - clock) * L - (tonumber(string.sub(s, c + 1)) or 0) end
+      if e and e >= at then debt = (e - at) * L - (tonumber(string.sub(s, c + 1)) or 0) end
     else
       local ms = redis.call('PTTL', key)
       if ms >= 0 then
@@ -142,7 +148,7 @@ for i = 1, n do
       debt = debt + need
       ttl = ceil(debt / L)
       v = ttl * L - debt
-      if clock then v = string.format('%d:%d', clock + ttl, v) end
+      if at then v = string.format('%d:%d', at + ttl, v) end
     end
   else
     local find, sub, fmt = string.find, string.sub, string.format
@@ -163,6 +169,8 @@ for i = 1, n do
     out[r + 1], out[r + 2] = s, now
     r = r + 2
   end
+  -- An override's state means nothing once it ends: it expires then, not a period later.
+  if ou and ttl and ttl > ou - now then ttl = ou - now end
   if ttl and commit then
     -- One policy alone decides the request; with several, write only once all admit.
     if n == 1 then

@@ -1,7 +1,7 @@
 import type { Cluster, Redis } from 'ioredis';
 import { ALGORITHM_IMPLS, decideAll, type State } from '../algorithms/index.js';
 import { decodeInts } from '../algorithms/types.js';
-import { algorithmTagOf, isControlKey } from '../keys.js';
+import { algorithmTagOf, baseKeyOf, isControlKey } from '../keys.js';
 import { CONTROL_SCRIPT, CONTROL_SHA, INSPECT_SCRIPT, INSPECT_SHA } from './redis-admin-scripts.js';
 import { ARGS_PER_POLICY, CONSUME_SCRIPT, CONSUME_SHA } from './redis-script.js';
 import type {
@@ -211,8 +211,9 @@ export class RedisStore implements RateLimitStore {
     if (tag === 'fw') return decodeInts(value, 2);
     if (tag === 'sw') return decodeInts(value, 3);
     if (tag !== 'tb' && tag !== 'gcra') return undefined;
-    if (this.clock) {
-      // A test clock: "<expiryMs>:<credit>", the expiry on that clock (null: expired on it).
+    if (this.clock || baseKeyOf(key) !== key) {
+      // A test clock, or an override's own state (which expires with the override):
+      // "<expiryMs>:<credit>", the expiry on the store's clock (null: expired on it).
       const [expiry, credit] = value.split(':').map(Number);
       if (!Number.isSafeInteger(expiry)) return [0, 0];
       if (expiry! <= nowMs) return null;
