@@ -1,4 +1,4 @@
-export { parseRate, type Rate, type RateInput } from './core/rate.js';
+export { formatRate, parseRate, type Rate, type RateInput } from './core/rate.js';
 export {
   ALGORITHMS,
   resolvePolicy,

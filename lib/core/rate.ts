@@ -96,3 +96,22 @@ function checkRate(limit: unknown, periodMs: unknown, input: unknown, where?: st
 export function isPositiveInteger(value: unknown): value is number {
   return typeof value === 'number' && Number.isSafeInteger(value) && value >= 1;
 }
+
+/** Units {@link formatRate} writes, the largest first. */
+const WRITTEN_UNITS: readonly [string, number][] = [
+  ['d', 86_400_000],
+  ['h', 3_600_000],
+  ['m', 60_000],
+  ['s', 1_000],
+  ['ms', 1],
+];
+
+/**
+ * A rate as a person writes it, in the largest unit that divides its period: `'100/m'`,
+ * `'5/10s'`, `'7/1500ms'`. {@link parseRate} reads it back to the same rate.
+ */
+export function formatRate({ limit, periodMs }: Rate): string {
+  const [unit, ms] = WRITTEN_UNITS.find(([, ms]) => periodMs % ms === 0)!;
+  const count = periodMs / ms;
+  return `${limit}/${count === 1 ? '' : count}${unit}`;
+}

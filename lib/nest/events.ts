@@ -1,5 +1,6 @@
 import { Logger } from '@nestjs/common';
 import { createHash } from 'node:crypto';
+import { formatRate } from '../core/rate.js';
 
 /**
  * An identity as it appears in logs and decision events: 12 characters of base64url
@@ -16,13 +17,13 @@ export function hashIdentity(identity: string): string {
 export const RATE_LIMIT_EVENTS = {
   /** A request refused with 429; throttled per (route, identity). */
   blocked: 'rate_limit.blocked',
-  /** A shadow policy would have refused a request; one line per occurrence. */
+  /** A shadow policy would have refused a request; throttled per (route, identity), like `blocked`. */
   shadowBlocked: 'rate_limit.shadow_blocked',
   /** The store failed or timed out; throttled per error kind. */
   backendError: 'rate_limit.backend_error',
   /** A user function (key, rate, cost, skip, errorMessage, onDecision) failed; throttled per place. */
   configError: 'rate_limit.config_error',
-  /** An operator's override of a limit took effect for a request. */
+  /** An operator's override of a limit took effect for a request (info level). */
   overrideApplied: 'rate_limit.override_applied',
   /** The Redis client the module created lost its connection; once per outage. */
   redisUnreachable: 'rate_limit.redis_unreachable',
@@ -53,7 +54,10 @@ export interface OverrideAppliedDetail {
   identity: string;
   /** The policy whose limit was overridden. */
   policy: string;
-  [field: string]: unknown;
+  /** The override's rate, logged as written (`"100/m"`). */
+  limit: number;
+  /** The override's period, in **ms**. */
+  periodMs: number;
 }
 
 /** Throttled keys remembered (config errors by place, overrides by route and identity). */
@@ -102,11 +106,6 @@ export class RateLimitEvents {
     );
   }
 
-  /** Logs every occurrence. */
-  log(event: string, detail: Record<string, unknown>): void {
-    this.logger.warn(`${event} ${JSON.stringify(detail)}`);
-  }
-
   /**
    * Logs `rate_limit.blocked` at most once per `intervalMs` per (route, identity), with
    * `count`: the refusals of that pair since its previous line, this one included. While
@@ -118,8 +117,25 @@ export class RateLimitEvents {
    * @param detail what to log; `detail()` runs only when a line is written (hashing costs)
    */
   blocked(route: string, rawIdentity: string, detail: () => BlockedDetail): void {
+    this.perPair(RATE_LIMIT_EVENTS.blocked, route, rawIdentity, detail);
+  }
+
+  /**
+   * Logs `rate_limit.shadow_blocked`, throttled exactly as {@link RateLimitEvents.blocked}:
+   * a shadow rollout over real traffic would otherwise write one line per would-be refusal.
+   */
+  shadowBlocked(route: string, rawIdentity: string, detail: () => { identity: string }): void {
+    this.perPair(RATE_LIMIT_EVENTS.shadowBlocked, route, rawIdentity, detail);
+  }
+
+  private perPair(
+    event: string,
+    route: string,
+    rawIdentity: string,
+    detail: () => { identity: string },
+  ): void {
     const now = this.clock();
-    let key = `${route}\u0000${rawIdentity}`;
+    let key = `${event}\u0000${route}\u0000${rawIdentity}`;
     let seen = this.blockedPairs.get(key);
     let overflow = false;
     if (seen === undefined && this.blockedPairs.size >= MAX_BLOCKED_PAIRS) {
@@ -129,8 +145,8 @@ export class RateLimitEvents {
       if (now - oldest.at >= this.intervalMs) this.blockedPairs.delete(oldestKey);
       else {
         overflow = true;
-        key = `${route}\u0000*`;
-        seen = this.last.get(`rate_limit.blocked:${key}`);
+        key = `${event}\u0000${route}\u0000*`;
+        seen = this.last.get(key);
       }
     }
     if (seen && now - seen.at < this.intervalMs) {
@@ -138,7 +154,7 @@ export class RateLimitEvents {
       return;
     }
     const entry = { at: now, held: 0 };
-    if (overflow) this.last.set(`rate_limit.blocked:${key}`, entry);
+    if (overflow) this.last.set(key, entry);
     else {
       // Delete first, so the map stays ordered by last line.
       this.blockedPairs.delete(key);
@@ -146,9 +162,7 @@ export class RateLimitEvents {
     }
     const fields = detail();
     if (overflow) fields.identity = '*';
-    this.logger.warn(
-      `${RATE_LIMIT_EVENTS.blocked} ${JSON.stringify({ ...fields, count: 1 + (seen?.held ?? 0) })}`,
-    );
+    this.logger.warn(`${event} ${JSON.stringify({ ...fields, count: 1 + (seen?.held ?? 0) })}`);
   }
 
   /**
@@ -166,12 +180,15 @@ export class RateLimitEvents {
       return;
     }
     this.mark(key, now);
+    const { limit, periodMs, ...rest } = detail;
     const line = {
       count: 1 + (seen?.held ?? 0),
-      ...detail,
+      ...rest,
       identity: hashIdentity(detail.identity),
+      rate: formatRate({ limit, periodMs }),
     };
-    this.logger.warn(`${RATE_LIMIT_EVENTS.overrideApplied} ${JSON.stringify(line)}`);
+    // Info, not a warning: an operator asked for it, and nothing is wrong.
+    this.logger.log(`${RATE_LIMIT_EVENTS.overrideApplied} ${JSON.stringify(line)}`);
   }
 
   /** Notes when `key` was last logged; the oldest go first beyond 10,000 keys. */

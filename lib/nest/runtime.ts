@@ -387,13 +387,13 @@ export class RateLimitRuntime {
       decision.policies.forEach((p, i) => {
         if (p.allowed) return;
         const { entry } = shadowed[i]!;
-        this.events.log(RATE_LIMIT_EVENTS.shadowBlocked, {
+        this.events.shadowBlocked(route, entry.identity, () => ({
           route,
           policy: p.name,
           identity: hashIdentity(entry.identity),
           cost: entry.cost,
           retryAfterMs: p.retryAfterMs,
-        });
+        }));
       });
     } catch (error) {
       const kind = error instanceof RateLimitBackendError ? error.kind : 'error';

@@ -115,6 +115,6 @@ describe.each(PLATFORMS)('operations on %s', (platform) => {
     ]);
     const applied = logger.matching('rate_limit.override_applied');
     expect(applied).toHaveLength(1);
-    expect(applied[0]).toContain('"policy":"default","limit":50,"periodMs":60000');
+    expect(applied[0]).toContain('"policy":"default","rate":"50/m"');
   });
 });

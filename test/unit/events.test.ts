@@ -10,7 +10,11 @@ import { hashIdentity, RateLimitEvents } from '../../lib/nest/events.js';
 
 function setup() {
   const lines: string[] = [];
-  const logger = { warn: (line: string) => lines.push(line) } as unknown as Logger;
+  const info: string[] = [];
+  const logger = {
+    warn: (line: string) => lines.push(line),
+    log: (line: string) => info.push(line),
+  } as unknown as Logger;
   const clock = { now: 1_000_000 };
   const events = new RateLimitEvents(logger, 10_000, () => clock.now);
   const block = (route: string, identity: string) =>
@@ -26,7 +30,7 @@ function setup() {
       expect(l.startsWith('rate_limit.blocked {')).toBe(true);
       return JSON.parse(l.slice(l.indexOf('{'))) as Record<string, unknown>;
     });
-  return { events, lines, clock, block, details };
+  return { events, lines, info, clock, block, details };
 }
 
 describe('rate_limit.blocked', () => {
@@ -100,14 +104,60 @@ describe('RATE_LIMIT_EVENTS', () => {
     });
   });
 
-  it('override_applied is logged with its fields, once per 10 s per route, identity and policy', () => {
-    const { events, lines } = setup();
-    events.overrideApplied({ route: 'A.x', identity: 'abc', policy: 'default', limit: 50 });
-    events.overrideApplied({ route: 'A.x', identity: 'abc', policy: 'default', limit: 50 });
-    events.overrideApplied({ route: 'A.x', identity: 'abd', policy: 'default', limit: 50 });
-    expect(lines).toEqual([
-      `rate_limit.override_applied {"count":1,"route":"A.x","identity":"${hashIdentity('abc')}","policy":"default","limit":50}`,
-      `rate_limit.override_applied {"count":1,"route":"A.x","identity":"${hashIdentity('abd')}","policy":"default","limit":50}`,
+  // Regression: it logged at WARN, with the rate as "100/60000ms" (limit and periodMs).
+  it('override_applied is logged at info level with the rate as written, once per 10 s per route, identity and policy', () => {
+    const { events, lines, info } = setup();
+    const applied = (identity: string, limit: number, periodMs: number) =>
+      events.overrideApplied({ route: 'A.x', identity, policy: 'default', limit, periodMs });
+    applied('abc', 100, 60_000);
+    applied('abc', 100, 60_000);
+    applied('abd', 5, 10_000);
+    applied('abe', 7, 1_500);
+    expect(lines).toEqual([]);
+    expect(info).toEqual([
+      `rate_limit.override_applied {"count":1,"route":"A.x","identity":"${hashIdentity('abc')}","policy":"default","rate":"100/m"}`,
+      `rate_limit.override_applied {"count":1,"route":"A.x","identity":"${hashIdentity('abd')}","policy":"default","rate":"5/10s"}`,
+      `rate_limit.override_applied {"count":1,"route":"A.x","identity":"${hashIdentity('abe')}","policy":"default","rate":"7/1500ms"}`,
+    ]);
+  });
+});
+
+// Regression: 48 would-be refusals wrote 48 WARN lines, against 1 rate_limit.blocked line
+// for 45 real refusals.
+describe('rate_limit.shadow_blocked', () => {
+  it('is throttled like blocked: one line per route and identity per 10 s, counting the rest', () => {
+    const { events, lines, clock } = setup();
+    const shadow = (route: string, identity: string) =>
+      events.shadowBlocked(route, identity, () => ({
+        route,
+        identity: hashIdentity(identity),
+        policy: 'default',
+      }));
+    for (let i = 0; i < 48; i++) shadow('A.x', 'user:1');
+    shadow('A.y', 'user:1');
+    shadow('A.x', 'user:2');
+    clock.now += 10_000;
+    shadow('A.x', 'user:1');
+    const parsed = lines.map((l) => {
+      expect(l.startsWith('rate_limit.shadow_blocked {')).toBe(true);
+      return JSON.parse(l.slice(l.indexOf('{'))) as Record<string, unknown>;
+    });
+    expect(parsed.map((p) => [p.route, p.identity, p.count])).toEqual([
+      ['A.x', hashIdentity('user:1'), 1],
+      ['A.y', hashIdentity('user:1'), 1],
+      ['A.x', hashIdentity('user:2'), 1],
+      // The 47 held back, and this one.
+      ['A.x', hashIdentity('user:1'), 48],
+    ]);
+  });
+
+  it('does not share its throttle with blocked', () => {
+    const { events, lines, block } = setup();
+    block('A.x', 'user:1');
+    events.shadowBlocked('A.x', 'user:1', () => ({ route: 'A.x', identity: 'h' }));
+    expect(lines.map((l) => l.slice(0, l.indexOf(' ')))).toEqual([
+      'rate_limit.blocked',
+      'rate_limit.shadow_blocked',
     ]);
   });
 });

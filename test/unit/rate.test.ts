@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { parseRate, RateLimitConfigError, type RateInput } from '../../lib/index.js';
+import { formatRate, parseRate, RateLimitConfigError, type RateInput } from '../../lib/index.js';
 import { thrown } from '../support/thrown.js';
 
 /** Runs `fn`, expects it to throw, and returns what it threw. */
@@ -172,5 +172,19 @@ describe('parseRate: rejected forms', () => {
     ) as RateLimitConfigError;
     expect(error.code).toBe('ERR_RATE_LIMIT_RATE');
     expect(error.message).toContain('too large');
+  });
+});
+
+describe('formatRate', () => {
+  it.each([
+    [{ limit: 100, periodMs: 60_000 }, '100/m'],
+    [{ limit: 5, periodMs: 10_000 }, '5/10s'],
+    [{ limit: 1000, periodMs: 86_400_000 }, '1000/d'],
+    [{ limit: 3, periodMs: 7_200_000 }, '3/2h'],
+    [{ limit: 7, periodMs: 1_500 }, '7/1500ms'],
+    [{ limit: 1, periodMs: 1 }, '1/ms'],
+  ])('writes %p as %p, which parses back to it', (rate, written) => {
+    expect(formatRate(rate)).toBe(written);
+    expect(parseRate(written)).toEqual(rate);
   });
 });
