@@ -77,6 +77,9 @@ export {
   type RateLimitOptions,
 } from './nest/decorators.js';
 export { keys, type KeyFn, type KeyHelpers } from './nest/keys.js';
+export { rateLimitContext, type RateLimitContext } from './nest/context.js';
+export type { RequestOutcome } from './nest/outcome.js';
+export type { Transport } from './nest/transports/transport.js';
 export {
   RATE_LIMIT_EVENTS,
   type BlockedDetail,

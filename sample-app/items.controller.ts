@@ -1,5 +1,5 @@
 import { Controller, Get, Headers, UnauthorizedException } from '@nestjs/common';
-import { RateLimit, byTier, keys } from 'nest-rate-limit';
+import { RateLimit, byTier, keys, rateLimitContext } from 'nest-rate-limit';
 import { PLAN_RATES, planOf } from './plans.js';
 
 /** The public API, for API-key clients: the budget follows the key's plan. */
@@ -9,7 +9,7 @@ export class ItemsController {
   // One budget per API key (stored hashed). The guard runs before the handler, so even
   // unknown keys are limited, at the `free` rate.
   @RateLimit(
-    byTier(PLAN_RATES, (ctx) => planOf(ctx.switchToHttp().getRequest().headers['x-api-key']), {
+    byTier(PLAN_RATES, (ctx) => planOf(rateLimitContext(ctx).request?.headers['x-api-key']), {
       fallback: 'free',
     }),
     { key: keys.header('x-api-key') },

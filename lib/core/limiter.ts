@@ -1,7 +1,6 @@
-import { ALGORITHM_IMPLS } from './algorithms/index.js';
-import { quote, RateLimitBackendError, RateLimitConfigError } from './errors.js';
+import { quote, RateLimitConfigError } from './errors.js';
 import { describeSnapshot, type InspectedPolicy, type KnownPolicy } from './inspect.js';
-import { checkPrefix, identityKeyPrefix, policyKey } from './keys.js';
+import { checkPrefix, identityKeyPrefix } from './keys.js';
 import {
   checkCost,
   checkScope,
@@ -10,7 +9,6 @@ import {
   type Decision,
   type Policy,
   type Algorithm,
-  type PolicyDecision,
   type PolicyInput,
 } from './policy.js';
 import {
@@ -19,7 +17,9 @@ import {
   type CircuitState,
 } from './circuit-breaker.js';
 import { DenyCache, type DenyCacheOptions } from './deny-cache.js';
-import type { RateLimitStore, StoreOutcome, StorePolicy } from './stores/store.js';
+import { boundedCall } from './store-call.js';
+import { decisionOf, storePoliciesOf } from './store-policies.js';
+import type { RateLimitStore } from './stores/store.js';
 
 /** Options of {@link RateLimiter}. */
 export interface RateLimiterOptions {
@@ -200,9 +200,11 @@ export class RateLimiter {
     // An operator's call, not a request's: it may scan, so it gets its own generous timeout
     // and stays out of the circuit breaker.
     // Forgotten again once done: a request may have been refused meanwhile.
-    return this.guard(() => this.store.deleteByPrefix(prefix), RESET_TIMEOUT_MS, false).finally(
-      () => this.forgetDenials(identity),
-    );
+    return boundedCall(
+      () => this.store.deleteByPrefix(prefix),
+      RESET_TIMEOUT_MS,
+      undefined,
+    ).finally(() => this.forgetDenials(identity));
   }
 
   /**
@@ -257,7 +259,7 @@ export class RateLimiter {
    * @throws {RateLimitBackendError} when the store fails or takes longer
    */
   operate<T>(call: (store: RateLimitStore) => Promise<T>): Promise<T> {
-    return this.guard(() => call(this.store), RESET_TIMEOUT_MS, false);
+    return boundedCall(() => call(this.store), RESET_TIMEOUT_MS, undefined);
   }
 
   private async run(
@@ -268,47 +270,8 @@ export class RateLimiter {
     const { cost = 1, scope = 'global' } = options;
     checkCost(cost, undefined, undefined);
     checkScope(scope);
-    const budgets = new Set<string>();
     const policies: Policy[] = [];
-    const storePolicies = entries.map(
-      ({ identity, policy: input, cost: entryCost, scope: entryScope }): StorePolicy => {
-        if (typeof identity !== 'string') {
-          throw new TypeError(`rate-limit identity must be a string, got ${quote(identity)}`);
-        }
-        const policy = toPolicy(input);
-        if (entryScope !== undefined) checkScope(entryScope);
-        const policyScope = policy.scope ?? entryScope ?? scope;
-        // Identity, scope and name identify a budget; two on one request would count twice
-        // against it. (Scopes and names cannot hold NUL; a single entry has nothing to clash with.)
-        if (entries.length > 1) {
-          const budget = `${identity}\0${policyScope}\0${policy.name}`;
-          if (budgets.has(budget)) {
-            throw new RateLimitConfigError(
-              'ERR_RATE_LIMIT_DUPLICATE_POLICY',
-              `two policies named "${policy.name}" in scope "${policyScope}" on one request`,
-            );
-          }
-          budgets.add(budget);
-        }
-        const spend = entryCost ?? policy.cost ?? cost;
-        if (entryCost !== undefined) checkCost(entryCost, undefined, policy.name);
-        policies.push(policy);
-        return {
-          key: policyKey(
-            this.prefix,
-            identity,
-            policyScope,
-            policy.name,
-            ALGORITHM_IMPLS[policy.algorithm].tag,
-          ),
-          algorithm: policy.algorithm,
-          limit: policy.limit,
-          periodMs: policy.periodMs,
-          capacity: policy.capacity,
-          cost: peek ? 0 : spend,
-        };
-      },
-    );
+    const storePolicies = storePoliciesOf(this.prefix, entries, scope, cost, peek, policies);
     const cache = peek || options.denyCache === false ? undefined : this.denials;
     let signature = '';
     if (cache) {
@@ -316,9 +279,9 @@ export class RateLimiter {
       const remembered = cache.get(signature);
       if (remembered) return remembered;
     }
-    const decision = this.decision(
+    const decision = decisionOf(
       policies,
-      await this.guard(() => this.store.consume(storePolicies)),
+      await boundedCall(() => this.store.consume(storePolicies), this.timeoutMs, this.breaker),
     );
     if (cache && !decision.allowed) {
       cache.remember(
@@ -329,81 +292,6 @@ export class RateLimiter {
     }
     return decision;
   }
-
-  private decision(policies: Policy[], outcomes: StoreOutcome[]): Decision {
-    const decisions: PolicyDecision[] = outcomes.map((o, i) => {
-      const decision: PolicyDecision = {
-        name: policies[i]!.name,
-        allowed: o.allowed,
-        limit: o.override?.limit ?? policies[i]!.limit,
-        remaining: o.remaining,
-        resetMs: o.resetMs,
-        retryAfterMs: o.retryAfterMs,
-      };
-      if (o.exempt) return { ...decision, exempt: true };
-      if (o.override) return { ...decision, override: { periodMs: o.override.periodMs } };
-      return decision;
-    });
-    if (decisions.every((d) => d.allowed)) return { allowed: true, policies: decisions };
-    const reason = decisions.some((d) => d.retryAfterMs === Infinity)
-      ? 'cost_exceeds_limit'
-      : 'limit_exceeded';
-    return { allowed: false, reason, policies: decisions };
-  }
-
-  /**
-   * Bounds a store call by `timeoutMs`, passes it through the circuit breaker, and turns
-   * its failures into {@link RateLimitBackendError}.
-   */
-  private guard<T>(
-    call: () => Promise<T>,
-    timeoutMs = this.timeoutMs,
-    useBreaker = true,
-  ): Promise<T> {
-    const breaker = useBreaker ? this.breaker : undefined;
-    if (breaker && !breaker.tryAcquire()) {
-      return Promise.reject(
-        new RateLimitBackendError('unavailable', 'rate-limit store skipped: circuit breaker open'),
-      );
-    }
-    return new Promise<T>((resolve, reject) => {
-      // Only the first outcome counts: a reply that arrives after the timeout is ignored,
-      // so a slow store keeps failing (and opens the circuit) instead of looking healthy.
-      let settled = false;
-      const settle = (ok: boolean, finish: () => void) => {
-        if (settled) return;
-        settled = true;
-        clearTimeout(timer);
-        if (ok) breaker?.succeeded();
-        else breaker?.failed();
-        finish();
-      };
-      const timer =
-        timeoutMs === Infinity
-          ? undefined
-          : setTimeout(() => {
-              const error = new RateLimitBackendError(
-                'timeout',
-                `rate-limit store did not answer within ${timeoutMs} ms`,
-              );
-              // After an event-loop stall, timers run before the replies already sitting in
-              // the socket are read. setImmediate waits out that I/O phase, so a reply that
-              // did arrive in time still wins, and a stall alone never fails a call.
-              setImmediate(() => settle(false, () => reject(error)));
-            }, timeoutMs);
-      // A store that throws instead of rejecting is a failed call like any other.
-      let pending: Promise<T>;
-      try {
-        pending = Promise.resolve(call());
-      } catch (error) {
-        pending = Promise.reject(error);
-      }
-      pending.then(
-        (value) => settle(true, () => resolve(value)),
-        (error: unknown) => settle(false, () => reject(toBackendError(error))),
-      );
-    });
-  }
 }
 
 function entriesOf(identity: string, policies: Policies): LimitEntry[] {
@@ -411,12 +299,4 @@ function entriesOf(identity: string, policies: Policies): LimitEntry[] {
     identity,
     policy,
   }));
-}
-
-function toBackendError(error: unknown): RateLimitBackendError {
-  if (error instanceof RateLimitBackendError) return error;
-  const message = error instanceof Error ? error.message : String(error);
-  // A reply from Redis means it is up and refused this call; anything else means we could not reach it.
-  const kind = error instanceof Error && error.name === 'ReplyError' ? 'error' : 'unavailable';
-  return new RateLimitBackendError(kind, `rate-limit store failed: ${message}`, { cause: error });
 }

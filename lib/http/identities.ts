@@ -29,12 +29,14 @@ export function defaultUserId(user: unknown): unknown {
   return u.id ?? u.sub ?? u.userId;
 }
 
-/** `user:<id>` from `request.user`, or undefined for an anonymous request. */
+/**
+ * `user:<id>` of an authenticated user (on HTTP `request.user`, wherever the transport keeps
+ * it), or undefined for an anonymous call.
+ */
 export function userIdentity(
-  request: RequestLike,
+  user: unknown,
   select: (user: unknown) => unknown = defaultUserId,
 ): string | undefined {
-  const user = request.user ?? request.raw?.user;
   const id = user === undefined ? undefined : select(user);
   return typeof id === 'string' || typeof id === 'number' ? `user:${id}` : undefined;
 }
@@ -44,7 +46,7 @@ export function userIdentity(
  * so secrets such as API keys are never stored in clear. Undefined when absent or empty.
  */
 export function headerIdentity(request: RequestLike, name: string): string | undefined {
-  const raw = request.headers[name.toLowerCase()];
+  const raw = request.headers?.[name.toLowerCase()];
   const value = Array.isArray(raw) ? raw[0] : raw;
   if (!value) return undefined;
   return `hdr:${name.toLowerCase()}:${createHash('sha256').update(value).digest('base64url').slice(0, 22)}`;

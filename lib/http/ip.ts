@@ -54,7 +54,8 @@ export function clientIp(request: RequestLike, options: IpOptions = {}): string 
  * as they know); undefined when there is none.
  */
 function forwardedFor(request: RequestLike, n: number): string | undefined {
-  const header = request.headers['x-forwarded-for'];
+  // Optional: a transport's request-like object may come without headers.
+  const header = request.headers?.['x-forwarded-for'];
   const list = (Array.isArray(header) ? header.join(',') : (header ?? ''))
     .split(',')
     .map((s) => s.trim())

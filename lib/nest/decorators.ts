@@ -6,10 +6,16 @@ import { parseRate, type RateInput } from '../core/rate.js';
 import type { KeyFn } from './keys.js';
 import { RATE_LIMIT_METADATA, SKIP_RATE_LIMIT_METADATA } from './tokens.js';
 
-/** A rate chosen per request (plans, tiers): see {@link byTier}. */
+/**
+ * A rate chosen per request (plans, tiers): see {@link byTier}. `rateLimitContext(ctx)`
+ * gives it the request and the user on every transport.
+ */
 export type RateFn = (ctx: ExecutionContext) => RateInput | Promise<RateInput>;
 
-/** Units a request spends, chosen per request: an integer >= 0. */
+/**
+ * Units a request spends, chosen per request: an integer >= 0. `rateLimitContext(ctx)` gives
+ * it the request (or the handler's arguments) on every transport.
+ */
 export type CostFn = (ctx: ExecutionContext) => number | Promise<number>;
 
 /** Options of {@link RateLimit}. */
@@ -94,7 +100,9 @@ export function SkipRateLimit(...names: string[]): ClassDecorator & MethodDecora
 }
 
 /**
- * A rate per plan: `byTier({ free: '100/h', pro: '5000/h' }, (ctx) => planOf(ctx), { fallback: 'free' })`.
+ * A rate per plan:
+ * `byTier({ free: '100/h', pro: '5000/h' }, (ctx) => rateLimitContext(ctx).user?.plan, { fallback: 'free' })`
+ * (the helper finds the user wherever the transport keeps it, on Fastify's raw request too).
  * Unknown or missing plans get the fallback.
  * @throws {RateLimitConfigError} at definition, for a bad rate or a fallback that is no tier
  */

@@ -60,6 +60,11 @@ export interface OverrideAppliedDetail {
   periodMs: number;
 }
 
+/** The message of anything thrown. */
+export function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
 /** Throttled keys remembered (config errors by place, overrides by route and identity). */
 const MAX_THROTTLED_KEYS = 10_000;
 
@@ -104,6 +109,14 @@ export class RateLimitEvents {
     this.logger.warn(
       `${event} ${JSON.stringify({ kind, count: 1 + (seen?.held ?? 0), ...detail })}`,
     );
+  }
+
+  /** Logs `rate_limit.config_error`: a user function failed at request time, in `where`. */
+  configError(where: string, error: unknown): void {
+    this.throttled(RATE_LIMIT_EVENTS.configError, where, {
+      route: where,
+      message: messageOf(error),
+    });
   }
 
   /**

@@ -1,6 +1,6 @@
 import type { ExecutionContext } from '@nestjs/common';
 import { headerIdentity, userIdentity } from '../http/identities.js';
-import type { RequestLike } from '../http/ip.js';
+import { requestOf, userOf } from './context.js';
 
 /** What the guard hands every key function besides the context. */
 export interface KeyHelpers {
@@ -10,34 +10,38 @@ export interface KeyHelpers {
 
 /**
  * Who a request counts against. Returns an identity such as `user:42`; undefined (or '')
- * falls back to the client IP, so an anonymous request is still limited.
+ * falls back to the client IP, so an anonymous request is still limited. Read the request
+ * and the user with `rateLimitContext(ctx)`, whatever the transport.
  */
 export type KeyFn = (
   ctx: ExecutionContext,
   helpers: KeyHelpers,
 ) => string | undefined | Promise<string | undefined>;
 
-const request = (ctx: ExecutionContext) => ctx.switchToHttp().getRequest<RequestLike>();
-
-/** Built-in identities (DESIGN §5). */
+/** Built-in identities (DESIGN §5), on every transport that has what they read. */
 export const keys = {
   /** The client address, `ip:<address>`. */
   ip: ((_ctx, helpers) => helpers.ip()) satisfies KeyFn,
 
-  /** `user:<id>` from `request.user` (`id`, else `sub`, else `userId`; or your selector). */
+  /**
+   * `user:<id>` from the authenticated user (`id`, else `sub`, else `userId`; or your
+   * selector): `request.user` on HTTP, or the user Nest middleware set on Fastify's raw request.
+   */
   user:
     (select?: (user: unknown) => unknown): KeyFn =>
     (ctx) =>
-      userIdentity(request(ctx), select),
+      userIdentity(userOf(ctx), select),
 
   /** `user:<id>` when authenticated, else `ip:<address>`: the default. */
-  userOrIp: ((ctx, helpers) => userIdentity(request(ctx)) ?? helpers.ip()) satisfies KeyFn,
+  userOrIp: ((ctx, helpers) => userIdentity(userOf(ctx)) ?? helpers.ip()) satisfies KeyFn,
 
   /** A header's value, hashed (`hdr:<name>:<hash>`): API keys are never stored in clear. */
   header:
     (name: string): KeyFn =>
-    (ctx) =>
-      headerIdentity(request(ctx), name),
+    (ctx) => {
+      const request = requestOf(ctx);
+      return request && headerIdentity(request, name);
+    },
 
   /**
    * Several identities in one, e.g. `keys.compose(keys.header('x-api-key'), keys.ip)`: one

@@ -1,22 +1,24 @@
-import {
-  HttpException,
-  Inject,
-  Injectable,
-  type CanActivate,
-  type ExecutionContext,
-} from '@nestjs/common';
-import { outcomeOf, setHeaders, storeOutcome } from './http-context.js';
-import { isThenable, RateLimitRuntime, type RequestOutcome } from './runtime.js';
+import { Inject, Injectable, type CanActivate, type ExecutionContext } from '@nestjs/common';
+import { RateLimitConfigError } from '../core/errors.js';
+import type { RequestLike } from '../http/ip.js';
+import { NO_LIMIT, storedOutcome, storeOutcome, type RequestOutcome } from './outcome.js';
+import { RateLimitRuntime } from './runtime.js';
+import { isThenable } from './thenable.js';
+import { httpTransport } from './transports/http.js';
+import { adapterOf, transportOf } from './transports/registry.js';
+import type { Transport } from './transports/transport.js';
 
 /** Longest wait for an async `enabled` function, in ms. */
 const ENABLED_WAIT_MS = 100;
 
 /**
- * Decides each HTTP request against its route's policies in one limiter call, stores the
- * outcome on the request, writes the rate-limit headers, and refuses with 429 (or 503
- * for a fail-closed route whose store is down). Registered globally by `RateLimitModule`;
- * with `global: false`, use `@UseGuards(RateLimitGuard)`. A request guarded twice is
- * counted once. Contexts other than HTTP pass untouched.
+ * Decides each call of a limited handler against its route's policies in one limiter call,
+ * stores the outcome on the call's carrier (the HTTP request), sends the rate-limit headers,
+ * and refuses through the call's transport: on HTTP with 429 (or 503 for a fail-closed
+ * route whose store is down). Registered globally by `RateLimitModule`; with
+ * `global: false`, use `@UseGuards(RateLimitGuard)`. A call guarded twice is counted once.
+ * Contexts of a transport without an adapter (`lib/nest/transports/`) pass untouched, and
+ * no context gets a TypeError from the guard.
  *
  * Extension points for subclasses: {@link RateLimitGuard.shouldSkip} and
  * {@link RateLimitGuard.refuse}.
@@ -26,20 +28,47 @@ export class RateLimitGuard implements CanActivate {
   constructor(@Inject(RateLimitRuntime) protected readonly runtime: RateLimitRuntime) {}
 
   async canActivate(ctx: ExecutionContext): Promise<boolean> {
-    if (ctx.getType() !== 'http' || outcomeOf(ctx) !== undefined) return true;
+    const found = transportOf(ctx);
+    if (found === undefined) return true;
+    let transport: Transport;
+    let carrier: object | undefined;
+    let request: RequestLike | undefined;
+    try {
+      // A promise only the first time a transport with an optional peer is met.
+      transport = isThenable(found) ? await found : found;
+      carrier = transport.carrier(ctx);
+      if (carrier === undefined || storedOutcome(carrier) !== undefined) return true;
+      request = transport.request(ctx);
+    } catch (error) {
+      // A transport that cannot read this context leaves it unlimited rather than fail it.
+      this.runtime.reportConfigError(`transport ${ctx.getType()}`, error);
+      return true;
+    }
     const { enabled } = this.runtime.options;
     if (enabled === false || (typeof enabled === 'function' && !(await this.switchedOn(enabled))))
       return true;
     // Awaited only when it is a promise: a microtask less per request without `skip`.
     const skip = this.shouldSkip(ctx);
-    const outcome = (typeof skip === 'boolean' ? skip : await skip)
-      ? { allowed: true, headers: {} }
-      : await this.runtime.evaluate(ctx);
-    storeOutcome(ctx, outcome);
+    let outcome = NO_LIMIT;
+    if (!(typeof skip === 'boolean' ? skip : await skip)) {
+      try {
+        outcome = await this.runtime.evaluate(ctx, request);
+      } catch (error) {
+        // A route with invalid policies fails as at bootstrap; anything else comes from a
+        // context the runtime cannot read (no class or handler), which stays unlimited.
+        if (error instanceof RateLimitConfigError) throw error;
+        this.runtime.reportConfigError(`transport ${transport.type}`, error);
+      }
+    }
+    storeOutcome(carrier, outcome);
     if (!outcome.allowed) this.refuse(ctx, outcome);
-    // Written here too, not only by the interceptor: a later guard (authentication) may
+    // Sent here too, not only by the interceptor: a later guard (authentication) may
     // refuse the request, and its 401 still counted.
-    setHeaders(ctx, outcome.headers);
+    try {
+      transport.setHeaders(ctx, outcome.headers);
+    } catch (error) {
+      this.runtime.reportConfigError(`transport ${transport.type}`, error);
+    }
     return true;
   }
 
@@ -99,9 +128,12 @@ export class RateLimitGuard implements CanActivate {
     }
   }
 
-  /** Sends the refusal: sets its headers (the interceptor does not run) and throws. */
+  /**
+   * Raises the refusal through the call's transport (on HTTP: sets its headers, since the
+   * interceptor does not run, and throws an `HttpException` with the 429 or 503 body).
+   * @throws always
+   */
   protected refuse(ctx: ExecutionContext, outcome: RequestOutcome): never {
-    setHeaders(ctx, outcome.headers);
-    throw new HttpException(outcome.refusal!.body, outcome.refusal!.status);
+    return (adapterOf(ctx) ?? httpTransport).refuse(ctx, outcome);
   }
 }

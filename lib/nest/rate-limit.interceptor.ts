@@ -5,7 +5,8 @@ import {
   type NestInterceptor,
 } from '@nestjs/common';
 import type { Observable } from 'rxjs';
-import { outcomeOf, setHeaders } from './http-context.js';
+import { storedOutcome } from './outcome.js';
+import { adapterOf } from './transports/registry.js';
 
 /**
  * Writes the informational rate-limit headers (DESIGN §7) again before the handler runs.
@@ -16,9 +17,11 @@ import { outcomeOf, setHeaders } from './http-context.js';
 @Injectable()
 export class RateLimitInterceptor implements NestInterceptor {
   intercept(ctx: ExecutionContext, next: CallHandler): Observable<unknown> {
-    if (ctx.getType() === 'http') {
-      const outcome = outcomeOf(ctx);
-      if (outcome?.allowed) setHeaders(ctx, outcome.headers);
+    const transport = adapterOf(ctx);
+    const carrier = transport?.carrier(ctx);
+    if (carrier !== undefined) {
+      const outcome = storedOutcome(carrier);
+      if (outcome?.allowed) transport!.setHeaders(ctx, outcome.headers);
     }
     return next.handle();
   }

@@ -13,7 +13,7 @@ import {
   type RateLimitMetrics,
 } from './metrics.js';
 import type { RateLimitModuleOptions } from './options.js';
-import { declareDefault } from './runtime.js';
+import { declareDefault } from './routes.js';
 
 const WHERE = 'RateLimitModule options';
 

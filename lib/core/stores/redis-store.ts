@@ -3,6 +3,7 @@ import { ALGORITHM_IMPLS, decideAll, type State } from '../algorithms/index.js';
 import { decodeInts } from '../algorithms/types.js';
 import { algorithmTagOf, baseKeyOf, isControlKey } from '../keys.js';
 import { CONTROL_SCRIPT, CONTROL_SHA, INSPECT_SCRIPT, INSPECT_SHA } from './redis-admin-scripts.js';
+import { findKeys, warnIfReplaying } from './redis-client.js';
 import { ARGS_PER_POLICY, CONSUME_SCRIPT, CONSUME_SHA } from './redis-script.js';
 import type {
   ControlChange,
@@ -44,18 +45,11 @@ export class RedisStore implements RateLimitStore {
   private readonly client: Redis | Cluster;
   private readonly clock: (() => number) | undefined;
 
-  /** Emits a `NRL_UNSAFE_REDIS_CLIENT` warning for a client that may replay a script (see {@link replaySettings}). */
+  /** Emits a `NRL_UNSAFE_REDIS_CLIENT` warning for a client that may replay a script (see `replaySettings`). */
   constructor(options: RedisStoreOptions) {
     this.client = options.client;
     this.clock = options.clock;
-    const unsafe = replaySettings(options.client);
-    if (unsafe.length > 0 && !warned.has(options.client)) {
-      warned.add(options.client);
-      process.emitWarning(
-        `this Redis client may send a rate-limit script twice and count one request twice; set ${unsafe.join(', ')}`,
-        { code: 'NRL_UNSAFE_REDIS_CLIENT' },
-      );
-    }
+    warnIfReplaying(options.client);
   }
 
   async consume(policies: readonly StorePolicy[]): Promise<StoreOutcome[]> {
@@ -137,7 +131,7 @@ export class RedisStore implements RateLimitStore {
 
   async deleteByPrefix(keyPrefix: string): Promise<number> {
     // Overrides and exemptions outlive a reset.
-    const keys = (await this.findKeys(keyPrefix)).filter((key) => !isControlKey(key));
+    const keys = (await findKeys(this.client, keyPrefix)).filter((key) => !isControlKey(key));
     let deleted = 0;
     if (this.client.isCluster) {
       // One key per command: a single-key UNLINK follows ASK redirects while its slot
@@ -156,7 +150,7 @@ export class RedisStore implements RateLimitStore {
    * in one script call, so every state is seen at the same instant.
    */
   async inspect(keyPrefix: string): Promise<StoreSnapshot> {
-    const keys = await this.findKeys(keyPrefix);
+    const keys = await findKeys(this.client, keyPrefix);
     const reply = (await this.evalScript(INSPECT_SCRIPT, INSPECT_SHA, keys, [
       this.clock ? this.clock() : '',
     ])) as (number | string | string[] | null)[];
@@ -225,16 +219,6 @@ export class RedisStore implements RateLimitStore {
     return [ttlMs, Number.isSafeInteger(credit) ? -credit : 0];
   }
 
-  /** The keys starting with `keyPrefix`, without the client's own keyPrefix. */
-  private async findKeys(keyPrefix: string): Promise<string[]> {
-    // SCAN and GETKEYSINSLOT see the client's own keyPrefix; commands add it again.
-    const own = clientKeyPrefix(this.client);
-    const found = this.client.isCluster
-      ? await this.keysInSlot(this.client as Cluster, own + keyPrefix)
-      : await this.scanKeys(this.client as Redis, own + keyPrefix);
-    return found.map((key) => key.slice(own.length));
-  }
-
   private async evalScript(
     script: string,
     sha: string,
@@ -258,30 +242,6 @@ export class RedisStore implements RateLimitStore {
       // NOSCRIPT means the script did not run, so sending it in full cannot count twice.
       return (await this.client.eval(CONSUME_SCRIPT, keys.length, ...keys, ...args)) as ScriptReply;
     }
-  }
-
-  private async scanKeys(client: Redis, keyPrefix: string): Promise<string[]> {
-    const pattern = `${keyPrefix.replace(/[*?[\]\\]/g, '\\$&')}*`;
-    const keys: string[] = [];
-    let cursor = '0';
-    do {
-      const [next, batch] = await client.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
-      cursor = next;
-      keys.push(...batch);
-    } while (cursor !== '0');
-    return keys;
-  }
-
-  /** Reads only the one slot the identity's hash tag maps to, on the master that owns it. */
-  private async keysInSlot(cluster: Cluster, keyPrefix: string): Promise<string[]> {
-    const slot = (await cluster.cluster('KEYSLOT', keyPrefix)) as number;
-    const found = await Promise.all(
-      cluster.nodes('master').map(async (node) => {
-        const count = (await node.cluster('COUNTKEYSINSLOT', slot)) as number;
-        return count > 0 ? ((await node.cluster('GETKEYSINSLOT', slot, count)) as string[]) : [];
-      }),
-    );
-    return found.flat().filter((key) => key.startsWith(keyPrefix));
   }
 }
 
@@ -309,34 +269,6 @@ function overridden(params: StorePolicy, effect: string): StorePolicy {
 
 /** See {@link CONSUME_SCRIPT}: a debt alone, or states as they stood. */
 type ScriptReply = number | (number | string | null)[];
-
-const warned = new WeakSet<object>();
-
-/**
- * The settings of an ioredis client that could send a script again after it ran (its
- * reply lost with the connection) and so count one request twice: a standalone client
- * must not re-send unfulfilled commands; a Cluster client must not retry after a failover
- * delay either.
- * @returns the settings to change, as `name: value` strings; empty when safe
- */
-export function replaySettings(client: Redis | Cluster): string[] {
-  const unsafe: string[] = [];
-  if (client.isCluster) {
-    const options = (client as Cluster).options;
-    if (options.retryDelayOnFailover !== 0) unsafe.push('retryDelayOnFailover: 0');
-    if (options.redisOptions?.autoResendUnfulfilledCommands !== false) {
-      unsafe.push('redisOptions.autoResendUnfulfilledCommands: false');
-    }
-  } else if ((client as Redis).options.autoResendUnfulfilledCommands !== false) {
-    unsafe.push('autoResendUnfulfilledCommands: false');
-  }
-  return unsafe;
-}
-
-function clientKeyPrefix(client: Redis | Cluster): string {
-  const options = client.options as { keyPrefix?: string; redisOptions?: { keyPrefix?: string } };
-  return options.keyPrefix ?? options.redisOptions?.keyPrefix ?? '';
-}
 
 function pairsToRecord(pairs: readonly string[]): Record<string, string> {
   const record: Record<string, string> = {};

@@ -6,7 +6,16 @@
 import 'reflect-metadata';
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
-import { Module, type INestApplication, type LoggerService, type Type } from '@nestjs/common';
+import {
+  Injectable,
+  Module,
+  type INestApplication,
+  type LoggerService,
+  type MiddlewareConsumer,
+  type NestMiddleware,
+  type NestModule,
+  type Type,
+} from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { RateLimitModule, type RateLimitModuleOptions } from '../../../lib/index.js';
@@ -34,8 +43,24 @@ export interface CreateAppOptions {
    * platforms (an Express middleware, a Fastify `onRequest` hook).
    */
   userFromHeader?: boolean;
+  /**
+   * Authenticates in a Nest middleware (`MiddlewareConsumer`), as the README advises: sets
+   * `user = { id: <x-user>, plan: <x-plan> }` on the request the middleware gets, which on
+   * Fastify is the raw Node request, not the FastifyRequest that guards get.
+   */
+  authMiddleware?: boolean;
   /** Extra providers of the root module. */
   providers?: Type[];
+}
+
+/** The authentication of {@link CreateAppOptions.authMiddleware}. */
+@Injectable()
+export class AuthMiddleware implements NestMiddleware {
+  use(req: { headers: Record<string, unknown>; user?: unknown }, _res: unknown, next: () => void) {
+    const id = req.headers['x-user'];
+    if (typeof id === 'string') req.user = { id, plan: req.headers['x-plan'] };
+    next();
+  }
 }
 
 /** A prefix unique to one app, so suites sharing the Redis never collide. */
@@ -43,14 +68,20 @@ export function uniquePrefix(): string {
   return `e2e${randomUUID().slice(0, 8)}`;
 }
 
-/** The root module of a test app. */
+/** The root module of a test app; with `middleware`, applied to every controller. */
 export function rootModule(
   moduleOptions: RateLimitModuleOptions,
   controllers: Type[],
   providers: Type[] = [],
+  middleware?: Type<NestMiddleware>,
 ): Type {
   @Module({ imports: [RateLimitModule.forRoot(moduleOptions)], controllers, providers })
-  class E2eModule {}
+  class E2eModule implements NestModule {
+    configure(consumer: MiddlewareConsumer): void {
+      if (middleware && controllers.length > 0)
+        consumer.apply(middleware).forRoutes(...controllers);
+    }
+  }
   return E2eModule;
 }
 
@@ -73,7 +104,12 @@ export async function createApp(
     ...moduleOptions,
     prefix,
   };
-  const module = rootModule(full, controllers, options.providers);
+  const module = rootModule(
+    full,
+    controllers,
+    options.providers,
+    options.authMiddleware ? AuthMiddleware : undefined,
+  );
   const app = await bootstrap(platform, module, options.logger ?? false);
   if (options.userFromHeader) installUserFromHeader(platform, app);
   await app.listen(0, '127.0.0.1');

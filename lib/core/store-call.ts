@@ -1,0 +1,67 @@
+import type { CircuitBreaker } from './circuit-breaker.js';
+import { RateLimitBackendError } from './errors.js';
+
+/**
+ * Bounds a store call by `timeoutMs`, passes it through the circuit breaker (when one is
+ * given), and turns its failures into {@link RateLimitBackendError}: `timeout` past
+ * `timeoutMs` (the late reply is ignored, never retried), `unavailable` while the breaker
+ * is open or when the store cannot be reached, `error` when it answered with an error.
+ *
+ * @param timeoutMs longest wait in **ms**; `Infinity` waits forever
+ */
+export function boundedCall<T>(
+  call: () => Promise<T>,
+  timeoutMs: number,
+  breaker: CircuitBreaker | undefined,
+): Promise<T> {
+  if (breaker && !breaker.tryAcquire()) {
+    return Promise.reject(
+      new RateLimitBackendError('unavailable', 'rate-limit store skipped: circuit breaker open'),
+    );
+  }
+  return new Promise<T>((resolve, reject) => {
+    // Only the first outcome counts: a reply that arrives after the timeout is ignored,
+    // so a slow store keeps failing (and opens the circuit) instead of looking healthy.
+    let settled = false;
+    const settle = (ok: boolean, finish: () => void) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      if (ok) breaker?.succeeded();
+      else breaker?.failed();
+      finish();
+    };
+    const timer =
+      timeoutMs === Infinity
+        ? undefined
+        : setTimeout(() => {
+            const error = new RateLimitBackendError(
+              'timeout',
+              `rate-limit store did not answer within ${timeoutMs} ms`,
+            );
+            // After an event-loop stall, timers run before the replies already sitting in
+            // the socket are read. setImmediate waits out that I/O phase, so a reply that
+            // did arrive in time still wins, and a stall alone never fails a call.
+            setImmediate(() => settle(false, () => reject(error)));
+          }, timeoutMs);
+    // A store that throws instead of rejecting is a failed call like any other.
+    let pending: Promise<T>;
+    try {
+      pending = Promise.resolve(call());
+    } catch (error) {
+      pending = Promise.reject(error);
+    }
+    pending.then(
+      (value) => settle(true, () => resolve(value)),
+      (error: unknown) => settle(false, () => reject(toBackendError(error))),
+    );
+  });
+}
+
+function toBackendError(error: unknown): RateLimitBackendError {
+  if (error instanceof RateLimitBackendError) return error;
+  const message = error instanceof Error ? error.message : String(error);
+  // A reply from Redis means it is up and refused this call; anything else means we could not reach it.
+  const kind = error instanceof Error && error.name === 'ReplyError' ? 'error' : 'unavailable';
+  return new RateLimitBackendError(kind, `rate-limit store failed: ${message}`, { cause: error });
+}

@@ -1,0 +1,156 @@
+import type { Decision, Policy } from '../core/policy.js';
+import {
+  rateLimitHeaders,
+  retryAfterSeconds,
+  type HeaderOptions,
+  type HeaderPolicy,
+} from '../http/headers.js';
+import { serviceUnavailableBody, tooManyRequestsBody } from '../http/responses.js';
+import { hashIdentity, type RateLimitEvents } from './events.js';
+import type { RateLimitModuleOptions } from './options.js';
+import type { Entry } from './policies.js';
+import type { Rule } from './routes.js';
+
+/**
+ * What the guard decided for one request (or one GraphQL field, WebSocket message, RPC
+ * call): stored on the transport's carrier, so a call guarded twice counts once.
+ */
+export interface RequestOutcome {
+  /** Admit the request. */
+  readonly allowed: boolean;
+  /** Informational headers to send (empty in shadow mode or when the store failed). */
+  readonly headers: Record<string, string>;
+  /**
+   * When refused: status 429 (limited) or 503 (a fail-closed policy's store is down) and
+   * its HTTP body (`retryAfter` in **seconds**); transports without statuses carry both in
+   * their own error.
+   */
+  readonly refusal?: { status: 429 | 503; body: object };
+  /** The enforced decision, when the store answered. */
+  readonly decision?: Decision;
+}
+
+/** Admitted without a decision: no policy, skipped, or failed open. */
+export const NO_LIMIT: RequestOutcome = { allowed: true, headers: {} };
+
+// A registered symbol: a request guarded by a CommonJS and an ESM copy of the package is
+// still counted once.
+const STORED = Symbol.for('nest-rate-limit:outcome');
+
+type Carrier = { [STORED]?: RequestOutcome };
+
+/** The outcome the guard stored on `carrier`, if it ran. */
+export function storedOutcome(carrier: object): RequestOutcome | undefined {
+  return (carrier as Carrier)[STORED];
+}
+
+/** Stores the outcome on the carrier itself, so nothing outlives the request. */
+export function storeOutcome(carrier: object, outcome: RequestOutcome): void {
+  (carrier as Carrier)[STORED] = outcome;
+}
+
+/** Builds outcomes from decisions: headers, refusal bodies, and the logs of refusals. */
+export class Outcomes {
+  private readonly headerOptions: HeaderOptions | false;
+
+  constructor(
+    private readonly options: RateLimitModuleOptions,
+    private readonly events: RateLimitEvents,
+  ) {
+    this.headerOptions =
+      options.headers === false ? false : options.headers === true ? {} : (options.headers ?? {});
+  }
+
+  /** The outcome of the store's decision on `enforcing`, in the same order. */
+  decided(decision: Decision, enforcing: Entry[], route: string): RequestOutcome {
+    const shown: HeaderPolicy[] = [];
+    decision.policies.forEach((p, i) => {
+      const { rule, entry } = enforcing[i]!;
+      if (p.override) {
+        this.events.overrideApplied({
+          route,
+          identity: entry.identity,
+          policy: p.name,
+          limit: p.limit,
+          periodMs: p.override.periodMs,
+        });
+      }
+      if (rule.headers)
+        shown.push({
+          name: p.name,
+          allowed: p.allowed,
+          limit: p.limit,
+          remaining: p.remaining,
+          resetMs: p.resetMs,
+          retryAfterMs: p.retryAfterMs,
+          periodMs: p.override?.periodMs ?? (entry.policy as Policy).periodMs,
+        });
+    });
+    const headers = this.headerOptions === false ? {} : rateLimitHeaders(shown, this.headerOptions);
+    if (decision.allowed) return { allowed: true, headers, decision };
+    const retryAfter = retryAfterSeconds(decision.policies);
+    const denying = enforcing.filter((_, i) => !decision.policies[i]!.allowed);
+    const exposeDetails = denying.every((e) => e.rule.exposeDetails);
+    this.logBlocked(route, decision, enforcing);
+    return {
+      allowed: false,
+      headers:
+        retryAfter === undefined ? headers : { ...headers, 'Retry-After': String(retryAfter) },
+      refusal: {
+        status: 429,
+        body: tooManyRequestsBody(retryAfter, {
+          message: this.errorMessage(decision),
+          exposeDetails,
+        }),
+      },
+      decision,
+    };
+  }
+
+  /** The store did not answer: fail-closed policies refuse with 503, the rest admit. */
+  failure(enforced: readonly Rule[]): RequestOutcome {
+    if (!enforced.some((r) => r.failClosed)) return NO_LIMIT;
+    return {
+      allowed: false,
+      headers: { 'Retry-After': '1' },
+      refusal: { status: 503, body: serviceUnavailableBody() },
+    };
+  }
+
+  /** One `rate_limit.blocked` per identity that refused (usually one), throttled per (route, identity). */
+  private logBlocked(route: string, decision: Decision, enforcing: Entry[]): void {
+    const done: string[] = [];
+    decision.policies.forEach((p, i) => {
+      const { identity } = enforcing[i]!.entry;
+      if (p.allowed || done.includes(identity)) return;
+      done.push(identity);
+      this.events.blocked(route, identity, () => {
+        const policies: string[] = [];
+        let retryAfterMs = 0;
+        decision.policies.forEach((q, j) => {
+          if (q.allowed || enforcing[j]!.entry.identity !== identity) return;
+          policies.push(q.name);
+          retryAfterMs = Math.max(retryAfterMs, q.retryAfterMs);
+        });
+        return {
+          route,
+          identity: hashIdentity(identity),
+          policies,
+          cost: enforcing[i]!.entry.cost ?? 1,
+          retryAfterMs: retryAfterMs === Infinity ? null : retryAfterMs,
+        };
+      });
+    });
+  }
+
+  private errorMessage(decision: Decision): string | undefined {
+    const { errorMessage } = this.options;
+    if (typeof errorMessage !== 'function') return errorMessage;
+    try {
+      return String(errorMessage(decision));
+    } catch (error) {
+      this.events.configError('errorMessage', error);
+      return undefined;
+    }
+  }
+}

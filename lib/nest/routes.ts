@@ -1,0 +1,197 @@
+import { quote, RateLimitConfigError } from '../core/errors.js';
+import type { Algorithm, Policy } from '../core/policy.js';
+import {
+  declare,
+  type CostFn,
+  type DeclaredPolicy,
+  type RateFn,
+  type RateLimitOptions,
+} from './decorators.js';
+import { keys, type KeyFn } from './keys.js';
+import type { RateLimitModuleOptions } from './options.js';
+import { RATE_LIMIT_METADATA, SKIP_RATE_LIMIT_METADATA } from './tokens.js';
+
+/** A controller class or a handler method: what Nest's reflection reads metadata from. */
+export type Target = { readonly name: string };
+
+/** One policy as it applies to one route, with every default filled in. */
+export interface Rule {
+  readonly name: string;
+  readonly policy?: Policy;
+  readonly rateFn?: RateFn;
+  readonly options: RateLimitOptions;
+  readonly scope: string;
+  readonly key: KeyFn;
+  readonly cost: number | CostFn;
+  readonly failClosed: boolean;
+  readonly shadow: boolean;
+  readonly headers: boolean;
+  readonly exposeDetails: boolean;
+  readonly where: string;
+}
+
+/** The rules of one route, split once by mode. */
+export interface Route {
+  /** `Controller.handler`, for logs. */
+  readonly name: string;
+  readonly enforced: readonly Rule[];
+  readonly shadowed: readonly Rule[];
+  /** Every enforced rule has a fixed policy and cost: nothing to await but its identity. */
+  readonly fixed: boolean;
+}
+
+const SCOPE_UNSAFE = /[^A-Za-z0-9_.\-/]/g;
+
+/**
+ * The rules of every route, resolved once from the decorators and the module options
+ * (eagerly at bootstrap, so a misconfiguration fails the start), and the static policies
+ * they declare, for `RateLimitService.inspect`.
+ */
+export class RouteTable {
+  /** Per controller, then per handler: an inherited handler serves several controllers. */
+  private readonly routes = new WeakMap<Target, Map<Target, Route>>();
+  /** Static policies of the routes resolved so far, by scope, name and algorithm; null when two disagree. */
+  private readonly known = new Map<string, Policy | null>();
+  private readonly defaultPolicy: DeclaredPolicy | undefined;
+
+  constructor(private readonly options: RateLimitModuleOptions) {
+    this.defaultPolicy = declareDefault(options);
+  }
+
+  /**
+   * The rules of one handler: the module default, then each controller class from the base
+   * down, then the handler, merged by name; `@SkipRateLimit` at a level drops what that
+   * level inherits.
+   * @throws {RateLimitConfigError} when a policy conflicts with the module options
+   */
+  routeOf(controller: Target, handler: Target): Route {
+    let byHandler = this.routes.get(controller);
+    const cached = byHandler?.get(handler);
+    if (cached) return cached;
+    const merged = new Map<string, { declared: DeclaredPolicy; isDefault: boolean }>();
+    if (this.defaultPolicy) {
+      merged.set(this.defaultPolicy.name, { declared: this.defaultPolicy, isDefault: true });
+    }
+    for (const holder of [...classChain(controller), handler]) {
+      const skip: true | string[] | undefined = Reflect.getOwnMetadata(
+        SKIP_RATE_LIMIT_METADATA,
+        holder,
+      );
+      if (skip === true) merged.clear();
+      else skip?.forEach((name) => merged.delete(name));
+      const declared: DeclaredPolicy[] = Reflect.getOwnMetadata(RATE_LIMIT_METADATA, holder) ?? [];
+      for (const d of declared) merged.set(d.name, { declared: d, isDefault: false });
+    }
+    const name = `${controller.name}.${handler.name}`;
+    // Class and method names may hold characters a key must not ($, unicode): replace them.
+    const routeScope = name.replace(SCOPE_UNSAFE, '_').slice(0, 128);
+    const rules = [...merged.values()].map(({ declared, isDefault }) =>
+      this.toRule(declared, isDefault ? 'global' : routeScope),
+    );
+    const enforced = rules.filter((r) => !r.shadow);
+    const route = {
+      name,
+      enforced,
+      shadowed: rules.filter((r) => r.shadow),
+      fixed: enforced.every((r) => r.policy !== undefined && typeof r.cost === 'number'),
+    };
+    if (!byHandler) this.routes.set(controller, (byHandler = new Map()));
+    byHandler.set(handler, route);
+    for (const rule of rules) {
+      if (!rule.policy) continue;
+      const id = knownId(rule.scope, rule.name, rule.policy.algorithm);
+      const seen = this.known.get(id);
+      if (seen === undefined) this.known.set(id, rule.policy);
+      else if (seen !== null && !sameRate(seen, rule.policy)) this.known.set(id, null);
+    }
+    return route;
+  }
+
+  /**
+   * The policy with this scope, name and algorithm among the static policies of the routes
+   * resolved so far (every route, after bootstrap); undefined when none, or when routes
+   * sharing the scope declare different rates for it.
+   */
+  knownPolicy(scope: string, name: string, algorithm: Algorithm): Policy | undefined {
+    return this.known.get(knownId(scope, name, algorithm)) ?? undefined;
+  }
+
+  /** Every policy {@link RouteTable.knownPolicy} recognises, with its scope. */
+  knownPolicies(): { scope: string; policy: Policy }[] {
+    const out: { scope: string; policy: Policy }[] = [];
+    for (const [id, policy] of this.known) {
+      if (policy) out.push({ scope: (JSON.parse(id) as string[])[0]!, policy });
+    }
+    return out;
+  }
+
+  private toRule(declared: DeclaredPolicy, defaultScope: string): Rule {
+    const { options } = declared;
+    let policy = declared.policy;
+    const algorithm = options.algorithm ?? this.options.algorithm;
+    if (algorithm !== undefined && options.algorithm === undefined) {
+      // The module's algorithm applies: check the policy again under it (a burst on a
+      // window algorithm fails here, at bootstrap, not on every request).
+      const rate = policy ?? { limit: 1, periodMs: 1 };
+      const checked = declare(rate, { ...options, algorithm }, declared.where).policy;
+      if (policy) policy = checked;
+    }
+    return {
+      name: declared.name,
+      policy,
+      rateFn: declared.rateFn,
+      options,
+      scope: options.scope ?? defaultScope,
+      key: options.key ?? this.options.key ?? keys.userOrIp,
+      cost: options.cost ?? 1,
+      failClosed: options.failClosed ?? this.options.failClosed ?? false,
+      shadow: this.options.mode === 'shadow' || options.shadow === true,
+      headers: options.headers !== false,
+      exposeDetails: options.exposeDetails !== false,
+      where: declared.where,
+    };
+  }
+}
+
+/** A controller class and its base classes, the base first. */
+function classChain(controller: Target): Target[] {
+  const chain: Target[] = [];
+  for (
+    let c: unknown = controller;
+    typeof c === 'function' && c !== Function.prototype;
+    c = Object.getPrototypeOf(c)
+  ) {
+    chain.unshift(c as Target);
+  }
+  return chain;
+}
+
+/**
+ * Validates the module `default` policy.
+ * @throws {RateLimitConfigError}
+ */
+export function declareDefault(options: RateLimitModuleOptions): DeclaredPolicy | undefined {
+  const given = options.default;
+  if (given === undefined) return undefined;
+  const where = 'RateLimitModule default';
+  if (typeof given === 'object' && given !== null && 'rate' in given) {
+    const { rate, ...rest } = given;
+    return declare(rate, rest, where);
+  }
+  if (
+    typeof given === 'string' ||
+    typeof given === 'function' ||
+    (typeof given === 'object' && given !== null)
+  ) {
+    return declare(given, {}, where);
+  }
+  throw new RateLimitConfigError('ERR_RATE_LIMIT_RATE', `invalid default ${quote(given)}`, where);
+}
+
+function knownId(scope: string, name: string, algorithm: Algorithm): string {
+  return JSON.stringify([scope, name, algorithm]);
+}
+
+function sameRate(a: Policy, b: Policy): boolean {
+  return a.limit === b.limit && a.periodMs === b.periodMs && a.capacity === b.capacity;
+}

@@ -1,0 +1,51 @@
+import { HttpException, type ExecutionContext } from '@nestjs/common';
+import type { RequestLike } from '../../http/ip.js';
+import type { RequestOutcome } from '../outcome.js';
+import type { Transport } from './transport.js';
+
+/** An Express response or a Fastify reply, as far as headers go. */
+type HeaderSink = {
+  setHeader?: (name: string, value: string) => void;
+  header?: (name: string, value: string) => void;
+  raw?: unknown;
+};
+
+// `getArgByIndex` is what `switchToHttp().getRequest()` reads, without the three closures
+// `switchToHttp` allocates on every call.
+function requestOf(ctx: ExecutionContext): RequestLike | undefined {
+  const request: unknown = ctx.getArgByIndex(0);
+  return typeof request === 'object' && request !== null ? (request as RequestLike) : undefined;
+}
+
+/** Sets headers on an Express response or a Fastify reply. */
+function setHeaders(ctx: ExecutionContext, headers: Readonly<Record<string, string>>): void {
+  const response = ctx.getArgByIndex<HeaderSink | undefined>(1);
+  if (typeof response !== 'object' || response === null) return;
+  // Fastify's reply has `header` and a `raw` Node response; Express's has `setHeader`.
+  const fastify = response.raw !== undefined && typeof response.header === 'function';
+  for (const name in headers) {
+    if (fastify) response.header!(name, headers[name]!);
+    else response.setHeader?.(name, headers[name]!);
+  }
+}
+
+/**
+ * HTTP on Express and Fastify: the request is the carrier and the source of the identity;
+ * the user is `request.user`, else (Fastify, Nest middleware) `request.raw.user`; a refusal
+ * is an `HttpException` with the 429 or 503 body, its headers set first.
+ */
+export const httpTransport: Transport = {
+  type: 'http',
+  carrier: requestOf,
+  request: requestOf,
+  user(ctx) {
+    const request = requestOf(ctx);
+    return request?.user ?? request?.raw?.user;
+  },
+  args: () => undefined,
+  setHeaders,
+  refuse(ctx: ExecutionContext, outcome: RequestOutcome): never {
+    setHeaders(ctx, outcome.headers);
+    throw new HttpException(outcome.refusal!.body, outcome.refusal!.status);
+  },
+};

@@ -1,0 +1,70 @@
+import type { ExecutionContext } from '@nestjs/common';
+import type { RequestLike } from '../../http/ip.js';
+import type { RequestOutcome } from '../outcome.js';
+
+/**
+ * One Nest transport as the guard meets it (DESIGN §9): where the request and the user come
+ * from, what one counted call is, where the headers go, and how a refusal is raised. One
+ * object per transport, in its own file beside this one, listed in `registry.ts`; the
+ * runtime never sees one.
+ *
+ * The guard calls these with the context of one guarded call, in this order: `load` (once
+ * per process), `carrier`, `request`, then `setHeaders` or `refuse`. Only `refuse` throws;
+ * the others answer undefined (or do nothing) for a context that lacks what they read, and
+ * the guard admits the call when one throws anyway.
+ */
+export interface Transport {
+  /** The `ctx.getType()` this adapter serves: `'http'`, `'graphql'`, `'ws'`, `'rpc'`. */
+  readonly type: string;
+
+  /**
+   * Loads the transport's optional peer (`@nestjs/websockets`, `@nestjs/microservices`,
+   * `@nestjs/graphql`, `graphql`) with a dynamic `import()`, never at import time. The guard
+   * awaits it the first time it meets this context, before any other call; a rejection
+   * leaves the context unlimited and is logged as `rate_limit.config_error`. Absent when
+   * the adapter needs nothing beyond `@nestjs/common`.
+   */
+  load?(): Promise<void>;
+
+  /**
+   * The object one counted call lives on; the outcome is stored on it, so a call the guard
+   * sees twice (a global guard and `@UseGuards`) counts once. HTTP: the request; GraphQL:
+   * one field resolution; WebSocket: one message; RPC: one message or event. Undefined
+   * leaves the call unlimited.
+   */
+  carrier(ctx: ExecutionContext): object | undefined;
+
+  /**
+   * What the client address and headers are read from (`keys.ip`, `keys.header`): HTTP the
+   * Express or Fastify request; GraphQL the HTTP request behind the operation; WebSocket the
+   * handshake. Undefined when the transport has none (RPC): `keys.ip` then answers
+   * `ip:unknown` and key functions must name the identity themselves.
+   */
+  request(ctx: ExecutionContext): RequestLike | undefined;
+
+  /**
+   * The authenticated user, or undefined. HTTP: `request.user`, else the `user` that Nest
+   * middleware set on Fastify's raw request; WebSocket: the user on the socket.
+   */
+  user(ctx: ExecutionContext): unknown;
+
+  /**
+   * The handler's arguments, for cost and rate functions: GraphQL the field's arguments,
+   * WebSocket the message body, RPC the payload. Undefined on HTTP (the request holds them).
+   */
+  args(ctx: ExecutionContext): unknown;
+
+  /**
+   * Sends the informational headers where the transport has any (HTTP, GraphQL over HTTP);
+   * does nothing elsewhere. `headers` maps header names to values (times in **seconds**).
+   */
+  setHeaders(ctx: ExecutionContext, headers: Readonly<Record<string, string>>): void;
+
+  /**
+   * Raises the refusal in `outcome.refusal` (status 429 or 503, the HTTP body with
+   * `retryAfter` in **seconds**), after sending `outcome.headers` where there are headers.
+   * @throws always: HTTP an `HttpException`; WebSocket a `WsException`; RPC an
+   *   `RpcException`; GraphQL a `GraphQLError` with `extensions.code: 'RATE_LIMITED'`
+   */
+  refuse(ctx: ExecutionContext, outcome: RequestOutcome): never;
+}
