@@ -165,6 +165,26 @@ export function checkReason(reason: unknown, where?: string): asserts reason is 
   }
 }
 
+/** Longest `actor` of a control change, in characters. */
+const MAX_ACTOR_LENGTH = 200;
+
+/**
+ * Checks who made a control change (for the audit line): absent, or 1 to 200 printable
+ * characters.
+ * @throws {RateLimitConfigError} `ERR_RATE_LIMIT_OPTION`
+ */
+export function checkActor(actor: unknown, where?: string): asserts actor is string | undefined {
+  if (actor === undefined) return;
+  // eslint-disable-next-line no-control-regex
+  if (typeof actor !== 'string' || !/^[^\u0000-\u001f\u007f]{1,200}$/.test(actor)) {
+    throw new RateLimitConfigError(
+      'ERR_RATE_LIMIT_OPTION',
+      `invalid actor ${quote(actor)}: expected 1 to ${MAX_ACTOR_LENGTH} printable characters`,
+      where,
+    );
+  }
+}
+
 /**
  * Checks the scope of an override: a scope name, or `*` for every scope.
  * @throws {RateLimitConfigError} `ERR_RATE_LIMIT_SCOPE`

@@ -12,6 +12,7 @@ import {
   Param,
   Put,
   Query,
+  Req,
   UseGuards,
   type CanActivate,
   type DynamicModule,
@@ -19,6 +20,8 @@ import {
 } from '@nestjs/common';
 import { quote, RateLimitBackendError, RateLimitConfigError } from '../core/errors.js';
 import type { RateInput } from '../core/rate.js';
+import { userIdentity } from '../http/identities.js';
+import type { RequestLike } from '../http/ip.js';
 import { SkipRateLimit } from './decorators.js';
 import { RateLimitService } from './rate-limit.service.js';
 
@@ -33,6 +36,12 @@ export interface RateLimitAdminOptions {
    * global guard already protects them.
    */
   guards: (Type<CanActivate> | CanActivate)[];
+  /**
+   * Who makes a change, written as `actor` to its audit line, from the admin request.
+   * Default: the operator authenticated by `guards`, as `user:<id>` (`request.user`'s `id`,
+   * `sub` or `userId`); none when there is no user. Return undefined for none.
+   */
+  actor?: (request: unknown) => string | undefined;
 }
 
 const MAX_IDENTITY_LENGTH = 1024;
@@ -63,7 +72,13 @@ export class RateLimitAdminModule {
   /** @throws {RateLimitConfigError} `ERR_RATE_LIMIT_OPTION` for a missing `guards` or a bad `path` */
   static forRoot(options: RateLimitAdminOptions): DynamicModule {
     const where = 'RateLimitAdminModule';
-    const { path = 'rate-limit', guards } = options ?? ({} as RateLimitAdminOptions);
+    const {
+      path = 'rate-limit',
+      guards,
+      // The user on Fastify's raw request too, where Nest middleware puts it.
+      actor = (request: unknown) =>
+        userIdentity((request as RequestLike).user ?? (request as RequestLike).raw?.user),
+    } = options ?? ({} as RateLimitAdminOptions);
     if (
       !Array.isArray(guards) ||
       guards.some((g) => g === null || (typeof g !== 'function' && typeof g !== 'object'))
@@ -74,6 +89,13 @@ export class RateLimitAdminModule {
         where,
       );
     }
+    if (typeof actor !== 'function') {
+      throw new RateLimitConfigError(
+        'ERR_RATE_LIMIT_OPTION',
+        `invalid actor ${quote(actor)}: expected a function of the request`,
+        where,
+      );
+    }
     if (typeof path !== 'string' || !/^[A-Za-z0-9_./-]{1,200}$/.test(path)) {
       throw new RateLimitConfigError(
         'ERR_RATE_LIMIT_OPTION',
@@ -81,7 +103,7 @@ export class RateLimitAdminModule {
         where,
       );
     }
-    return { module: RateLimitAdminModule, controllers: [adminController(path, guards)] };
+    return { module: RateLimitAdminModule, controllers: [adminController(path, guards, actor)] };
   }
 }
 
@@ -94,7 +116,11 @@ interface OverrideBody {
   burst?: unknown;
 }
 
-function adminController(path: string, guards: RateLimitAdminOptions['guards']): Type {
+function adminController(
+  path: string,
+  guards: RateLimitAdminOptions['guards'],
+  actorOf: NonNullable<RateLimitAdminOptions['actor']>,
+): Type {
   @Controller(path)
   @UseGuards(...guards)
   @SkipRateLimit()
@@ -122,7 +148,11 @@ function adminController(path: string, guards: RateLimitAdminOptions['guards']):
 
     @Put(':identity/overrides')
     @HttpCode(200)
-    setOverride(@Param('identity') identity: string, @Body() body: OverrideBody) {
+    setOverride(
+      @Param('identity') identity: string,
+      @Body() body: OverrideBody,
+      @Req() request: unknown,
+    ) {
       return run(async () => {
         const b = objectBody(body) as OverrideBody;
         if (b.scope === undefined)
@@ -132,6 +162,7 @@ function adminController(path: string, guards: RateLimitAdminOptions['guards']):
           ttlMs: b.ttlMs as number,
           reason: b.reason as string,
           burst: b.burst as number | undefined,
+          actor: actorOf(request),
         });
         return this.service.listOverrides(identity);
       });
@@ -142,6 +173,7 @@ function adminController(path: string, guards: RateLimitAdminOptions['guards']):
       @Param('identity') identity: string,
       @Query('scope') scope?: string,
       @Query('policy') policy?: string,
+      @Req() request?: unknown,
     ) {
       return run(async () => {
         if (scope === undefined)
@@ -151,6 +183,7 @@ function adminController(path: string, guards: RateLimitAdminOptions['guards']):
           optional(scope, 'scope')!,
           {
             policy: optional(policy, 'policy'),
+            actor: actorOf(request),
           },
         );
         return { removed };
@@ -159,20 +192,25 @@ function adminController(path: string, guards: RateLimitAdminOptions['guards']):
 
     @Put(':identity/exemption')
     @HttpCode(200)
-    exempt(@Param('identity') identity: string, @Body() body: unknown) {
+    exempt(@Param('identity') identity: string, @Body() body: unknown, @Req() request: unknown) {
       return run(async () => {
         const b = objectBody(body) as { ttlMs?: unknown; reason?: unknown };
         await this.service.exempt(checked(identity), {
           ttlMs: b.ttlMs as number,
           reason: b.reason as string,
+          actor: actorOf(request),
         });
         return this.service.listOverrides(identity);
       });
     }
 
     @Delete(':identity/exemption')
-    removeExemption(@Param('identity') identity: string) {
-      return run(async () => ({ removed: await this.service.removeExemption(checked(identity)) }));
+    removeExemption(@Param('identity') identity: string, @Req() request: unknown) {
+      return run(async () => ({
+        removed: await this.service.removeExemption(checked(identity), {
+          actor: actorOf(request),
+        }),
+      }));
     }
   }
   return RateLimitAdminController;

@@ -1,5 +1,6 @@
 import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
 import {
+  checkActor,
   checkOverridePolicy,
   checkOverrideScope,
   checkReason,
@@ -16,7 +17,7 @@ import { controlKey } from '../core/keys.js';
 import type { ConsumeOptions, LimitEntry, Policies } from '../core/limiter.js';
 import { RateLimiter } from '../core/limiter.js';
 import type { Decision, Policy, PolicyInput } from '../core/policy.js';
-import type { RateInput } from '../core/rate.js';
+import { formatRate, type RateInput } from '../core/rate.js';
 import type { ControlChange, ControlSnapshot } from '../core/stores/store.js';
 import { canonicalIdentity } from '../http/identities.js';
 import { hashIdentity as hashed } from './events.js';
@@ -32,6 +33,8 @@ export interface OverrideOptions {
   reason: string;
   /** Capacity of token-bucket and GCRA policies while it lasts (ignored by the windows). Default: the limit. */
   burst?: number;
+  /** Who made the change (an operator's name or id), for the audit line: 1 to 200 characters. */
+  actor?: string;
 }
 
 /** Options of {@link RateLimitService.exempt}. */
@@ -40,6 +43,14 @@ export interface ExemptionOptions {
   ttlMs: number;
   /** Why, for the audit log and the listing: 1 to 200 characters. */
   reason: string;
+  /** Who made the change (an operator's name or id), for the audit line: 1 to 200 characters. */
+  actor?: string;
+}
+
+/** Options of {@link RateLimitService.removeOverride} and {@link RateLimitService.removeExemption}. */
+export interface RemovalOptions {
+  /** Who made the change (an operator's name or id), for the audit line: 1 to 200 characters. */
+  actor?: string;
 }
 
 /**
@@ -172,8 +183,9 @@ export class RateLimitService {
     checkIdentity(identity, where);
     identity = this.canonical(identity);
     checkOverrideScope(scope, where);
-    const { policy = '*', ttlMs, reason, burst } = options ?? ({} as OverrideOptions);
+    const { policy = '*', ttlMs, reason, burst, actor } = options ?? ({} as OverrideOptions);
     checkOverridePolicy(policy, where);
+    checkActor(actor, where);
     const value = overrideValue(rate, burst, where);
     checkTtlMs(ttlMs, where);
     checkReason(reason, where);
@@ -185,10 +197,10 @@ export class RateLimitService {
       ttlMs,
       reason,
     });
-    this.audit('rate_limit.override_set', identity, {
+    this.audit('rate_limit.override_set', identity, actor, {
       scope,
       policy,
-      rate: `${limit}/${periodMs}ms`,
+      rate: formatRate({ limit: Number(limit), periodMs: Number(periodMs) }),
       ...(burst !== undefined && { burst }),
       ttlMs,
       reason,
@@ -203,19 +215,20 @@ export class RateLimitService {
   async removeOverride(
     identity: string,
     scope: string,
-    options: { policy?: string } = {},
+    options: { policy?: string } & RemovalOptions = {},
   ): Promise<boolean> {
     const where = 'RateLimitService.removeOverride';
     checkIdentity(identity, where);
     identity = this.canonical(identity);
     checkOverrideScope(scope, where);
-    const { policy = '*' } = options ?? {};
+    const { policy = '*', actor } = options ?? {};
     checkOverridePolicy(policy, where);
+    checkActor(actor, where);
     const { removed = false } = await this.change(identity, where, {
       op: 'remove',
       field: overrideField(scope, policy),
     });
-    this.audit('rate_limit.override_removed', identity, { scope, policy, removed });
+    this.audit('rate_limit.override_removed', identity, actor, { scope, policy, removed });
     return removed;
   }
 
@@ -243,11 +256,12 @@ export class RateLimitService {
     const where = 'RateLimitService.exempt';
     checkIdentity(identity, where);
     identity = this.canonical(identity);
-    const { ttlMs, reason } = options ?? ({} as ExemptionOptions);
+    const { ttlMs, reason, actor } = options ?? ({} as ExemptionOptions);
     checkTtlMs(ttlMs, where);
     checkReason(reason, where);
+    checkActor(actor, where);
     await this.change(identity, where, { op: 'set', field: EXEMPT_FIELD, ttlMs, reason });
-    this.audit('rate_limit.exemption_set', identity, { ttlMs, reason });
+    this.audit('rate_limit.exemption_set', identity, actor, { ttlMs, reason });
   }
 
   /**
@@ -255,15 +269,17 @@ export class RateLimitService {
    * @returns whether there was one in force
    * @throws like {@link RateLimitService.listOverrides}
    */
-  async removeExemption(identity: string): Promise<boolean> {
+  async removeExemption(identity: string, options: RemovalOptions = {}): Promise<boolean> {
     const where = 'RateLimitService.removeExemption';
     checkIdentity(identity, where);
     identity = this.canonical(identity);
+    const { actor } = options ?? {};
+    checkActor(actor, where);
     const { removed = false } = await this.change(identity, where, {
       op: 'remove',
       field: EXEMPT_FIELD,
     });
-    this.audit('rate_limit.exemption_removed', identity, { removed });
+    this.audit('rate_limit.exemption_removed', identity, actor, { removed });
     return removed;
   }
 
@@ -293,9 +309,18 @@ export class RateLimitService {
     return canonicalIdentity(identity, this.runtime?.options.ipv6Subnet);
   }
 
-  /** One audit line per change, identity hashed (it may be an API key or personal data). */
-  private audit(event: string, identity: string, detail: Record<string, unknown>): void {
-    this.logger.log(`${event} ${JSON.stringify({ identity: hashed(identity), ...detail })}`);
+  /**
+   * One audit line per change, identity hashed (it may be an API key or personal data); the
+   * actor in clear, since an audit line is there to say who.
+   */
+  private audit(
+    event: string,
+    identity: string,
+    actor: string | undefined,
+    detail: Record<string, unknown>,
+  ): void {
+    const line = { identity: hashed(identity), ...(actor !== undefined && { actor }), ...detail };
+    this.logger.log(`${event} ${JSON.stringify(line)}`);
   }
 }
 

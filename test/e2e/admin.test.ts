@@ -29,8 +29,10 @@ class TokenGuard implements CanActivate {
   canActivate(ctx: ExecutionContext): boolean {
     const request = ctx
       .switchToHttp()
-      .getRequest<{ headers: Record<string, string | undefined> }>();
+      .getRequest<{ headers: Record<string, string | undefined>; user?: unknown }>();
     if (request.headers.authorization !== 'Bearer operator') throw new UnauthorizedException();
+    // As an authentication guard would: the operator becomes the request's user.
+    request.user = { id: 'alice' };
     return true;
   }
 }
@@ -207,6 +209,12 @@ describe.each(PLATFORMS)('admin endpoints on %s', (platform: Platform) => {
       'rate_limit.override_removed',
       'rate_limit.exemption_removed',
     ]);
+    // Each change names who made it: the operator the guard authenticated.
+    const actors = logs.lines
+      .map((l) => l.message)
+      .filter((m) => m.startsWith('rate_limit.'))
+      .map((m) => (JSON.parse(m.slice(m.indexOf(' ') + 1)) as { actor?: string }).actor);
+    expect(actors).toEqual(['user:alice', 'user:alice', 'user:alice', 'user:alice']);
     expect(logs.lines.some((l) => l.message.includes(identity))).toBe(false);
   });
 

@@ -242,7 +242,7 @@ describe.each([memoryKind, standaloneKind])('operating %p', (makeKind: () => Sto
           identity,
           scope: 'jobs',
           policy: '*',
-          rate: '100/60000ms',
+          rate: '100/m',
           burst: 150,
           ttlMs: 1000,
           reason: 'load test',
@@ -253,6 +253,23 @@ describe.each([memoryKind, standaloneKind])('operating %p', (makeKind: () => Sto
       ['rate_limit.exemption_removed', { identity, removed: true }],
     ]);
     expect(lines.every(([level]) => level === 'log')).toBe(true);
+  });
+
+  it(`${kind.name}: every change names its actor when one is given, and refuses a bad one`, async () => {
+    const { service } = setup();
+    logs.lines.length = 0;
+    const actor = 'ops:alice';
+    await service.setOverride('user:43', '*', '10/s', { ttlMs: 1000, reason: 'r', actor });
+    await service.removeOverride('user:43', '*', { actor });
+    await service.exempt('user:43', { ttlMs: 1000, reason: 'r', actor });
+    await service.removeExemption('user:43', { actor });
+    const actors = logs.lines.map((l) => JSON.parse(l.message.slice(l.message.indexOf(' ') + 1)));
+    expect(actors.map((d: { actor?: string }) => d.actor)).toEqual([actor, actor, actor, actor]);
+    for (const bad of ['', 'a\nb', 'x'.repeat(201), 42]) {
+      await expect(
+        service.exempt('user:43', { ttlMs: 1000, reason: 'r', actor: bad as string }),
+      ).rejects.toThrow(/invalid actor/);
+    }
   });
 });
 
