@@ -22,7 +22,10 @@ export type CostFn = (ctx: ExecutionContext) => number | Promise<number>;
 export interface RateLimitOptions {
   /** Names the policy; stacked policies need distinct names. Default `'default'`. */
   name?: string;
-  /** Budget shared by routes naming it. Default: one per route, `<Controller>.<handler>`. */
+  /**
+   * Budget shared by the routes that name it. Default: one per route (`<Controller>.<handler>`),
+   * which `'route'` also says; on the module `default`, `'global'` (one across the API).
+   */
   scope?: string;
   /** Default: the module's `algorithm`, else `'token-bucket'`. */
   algorithm?: Algorithm;
@@ -41,6 +44,13 @@ export interface RateLimitOptions {
   /** Put the wait in the 429 body. `false` for login pages. Default true. */
   exposeDetails?: boolean;
 }
+
+/**
+ * The scope that means "this route's own budget" (`<Controller>.<handler>`): the default of
+ * `@RateLimit`, and what a module default names to count per route, as `@nestjs/throttler`
+ * does.
+ */
+export const ROUTE_SCOPE = 'route';
 
 /** A policy as declared by `@RateLimit`: a validated static policy, or a rate function. */
 export interface DeclaredPolicy {
@@ -163,7 +173,8 @@ export function declare(
   }
   const shape = {
     name,
-    scope,
+    // `'route'` is the route's own scope, which the route table fills in.
+    scope: scope === ROUTE_SCOPE ? undefined : scope,
     algorithm,
     burst,
     cost: typeof cost === 'number' ? cost : undefined,

@@ -11,8 +11,15 @@ import type { KeyFn } from './keys.js';
 import type { MetricsOptions } from './metrics.js';
 import type { DecisionEvent } from './observer.js';
 
-/** The module-wide `default` policy: a rate, or a rate with `@RateLimit` options. */
-export type DefaultPolicy = RateInput | RateFn | (RateLimitOptions & { rate: RateInput | RateFn });
+/** A module default given with options: `@RateLimit`'s options and its `rate`. */
+export type DefaultPolicyOptions = RateLimitOptions & { rate: RateInput | RateFn };
+
+/**
+ * A module-wide default policy: a rate, a rate function, or a rate with `@RateLimit` options.
+ * Its budget is global (one per identity across the API) unless it names a `scope`:
+ * `scope: 'route'` gives each route a budget of its own, as `@nestjs/throttler` does.
+ */
+export type DefaultPolicy = RateInput | RateFn | DefaultPolicyOptions;
 
 /** Options of `RateLimitModule.forRoot` (DESIGN §6). Durations in **ms**. */
 export interface RateLimitModuleOptions {
@@ -24,8 +31,13 @@ export interface RateLimitModuleOptions {
   redis?: string | RedisOptions | Redis | Cluster;
   /** Instead of `redis`: `'memory'` (per process) or your own store. Neither: memory, with a warning. */
   store?: 'memory' | RateLimitStore;
-  /** Policy on every route unless skipped or overridden by name. Scope `global` unless it names one. */
-  default?: DefaultPolicy;
+  /**
+   * Policies on every route unless skipped or overridden by name: one, or a list with
+   * distinct `name`s (`[{ name: 'short', rate: '3/s', scope: 'route' }, { name: 'long', rate:
+   * '100/m', scope: 'route' }]`). Each is one budget per identity across the API (scope
+   * `global`) unless it names a scope; `scope: 'route'` is a budget per route.
+   */
+  default?: DefaultPolicy | readonly DefaultPolicyOptions[];
   /** Algorithm of policies that name none. Default `'token-bucket'`. */
   algorithm?: Algorithm;
   /** Identity of policies that set no `key`. Default `keys.userOrIp`. */

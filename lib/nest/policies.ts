@@ -89,12 +89,13 @@ export class PolicyResolver {
       rate,
       algorithm,
       rule.options.burst,
-      rule.options.scope,
+      // Resolved: one module default per route has one scope per route.
+      rule.scope,
     ]);
     let policy = this.dynamicPolicies.get(cacheKey);
     if (!policy) {
       policy = definePolicy(
-        { name: rule.name, rate, algorithm, burst: rule.options.burst, scope: rule.options.scope },
+        { name: rule.name, rate, algorithm, burst: rule.options.burst, scope: rule.scope },
         rule.where,
       );
       if (this.dynamicPolicies.size >= MAX_DYNAMIC_POLICIES) this.dynamicPolicies.clear();

@@ -13,7 +13,7 @@ import {
   type RateLimitMetrics,
 } from './metrics.js';
 import type { RateLimitModuleOptions } from './options.js';
-import { declareDefault } from './routes.js';
+import { declareDefaults } from './routes.js';
 
 const WHERE = 'RateLimitModule options';
 
@@ -140,7 +140,7 @@ export function validateOptions(options: RateLimitModuleOptions): void {
       throw new RateLimitConfigError(error.code, error.detail, WHERE);
     throw error;
   }
-  declareDefault(options);
+  declareDefaults(options);
 }
 
 /**

@@ -2,13 +2,15 @@ import { quote, RateLimitConfigError } from '../core/errors.js';
 import type { Algorithm, Policy } from '../core/policy.js';
 import {
   declare,
+  ROUTE_SCOPE,
   type CostFn,
   type DeclaredPolicy,
   type RateFn,
   type RateLimitOptions,
 } from './decorators.js';
 import { keys, type KeyFn } from './keys.js';
-import type { RateLimitModuleOptions } from './options.js';
+import type { DefaultPolicyOptions, RateLimitModuleOptions } from './options.js';
+import type { RateInput } from '../core/rate.js';
 import { RATE_LIMIT_METADATA, SKIP_RATE_LIMIT_METADATA } from './tokens.js';
 
 /** A controller class or a handler method: what Nest's reflection reads metadata from. */
@@ -52,10 +54,10 @@ export class RouteTable {
   private readonly routes = new WeakMap<Target, Map<Target, Route>>();
   /** Static policies of the routes resolved so far, by scope, name and algorithm; null when two disagree. */
   private readonly known = new Map<string, Policy | null>();
-  private readonly defaultPolicy: DeclaredPolicy | undefined;
+  private readonly defaults: readonly DeclaredPolicy[];
 
   constructor(private readonly options: RateLimitModuleOptions) {
-    this.defaultPolicy = declareDefault(options);
+    this.defaults = declareDefaults(options);
   }
 
   /**
@@ -69,9 +71,7 @@ export class RouteTable {
     const cached = byHandler?.get(handler);
     if (cached) return cached;
     const merged = new Map<string, { declared: DeclaredPolicy; isDefault: boolean }>();
-    if (this.defaultPolicy) {
-      merged.set(this.defaultPolicy.name, { declared: this.defaultPolicy, isDefault: true });
-    }
+    for (const d of this.defaults) merged.set(d.name, { declared: d, isDefault: true });
     for (const holder of [...classChain(controller), handler]) {
       const skip: true | string[] | undefined = Reflect.getOwnMetadata(
         SKIP_RATE_LIMIT_METADATA,
@@ -86,7 +86,7 @@ export class RouteTable {
     // Class and method names may hold characters a key must not ($, unicode): replace them.
     const routeScope = name.replace(SCOPE_UNSAFE, '_').slice(0, 128);
     const rules = [...merged.values()].map(({ declared, isDefault }) =>
-      this.toRule(declared, isDefault ? 'global' : routeScope),
+      this.toRule(declared, isDefault, routeScope),
     );
     const enforced = rules.filter((r) => !r.shadow);
     const route = {
@@ -125,7 +125,12 @@ export class RouteTable {
     return out;
   }
 
-  private toRule(declared: DeclaredPolicy, defaultScope: string): Rule {
+  /**
+   * @param isDefault a module default: its budget is global unless it names a scope
+   * @param routeScope the scope of this route's own budget (`scope: 'route'`, or no scope on
+   *   a decorator)
+   */
+  private toRule(declared: DeclaredPolicy, isDefault: boolean, routeScope: string): Rule {
     const { options } = declared;
     let policy = declared.policy;
     const algorithm = options.algorithm ?? this.options.algorithm;
@@ -141,7 +146,10 @@ export class RouteTable {
       policy,
       rateFn: declared.rateFn,
       options,
-      scope: options.scope ?? defaultScope,
+      scope:
+        options.scope === ROUTE_SCOPE || (options.scope === undefined && !isDefault)
+          ? routeScope
+          : (options.scope ?? 'global'),
       key: options.key ?? this.options.key ?? keys.userOrIp,
       cost: options.cost ?? 1,
       failClosed: options.failClosed ?? this.options.failClosed ?? false,
@@ -167,15 +175,39 @@ function classChain(controller: Target): Target[] {
 }
 
 /**
- * Validates the module `default` policy.
- * @throws {RateLimitConfigError}
+ * Validates the module `default`: one policy (a rate, a rate function, or options with a
+ * `rate`) or a list of them, with distinct names.
+ * @throws {RateLimitConfigError} `ERR_RATE_LIMIT_RATE` (and the others of `@RateLimit`) for a
+ *   bad policy, `ERR_RATE_LIMIT_DUPLICATE_POLICY` for two of one name
  */
-export function declareDefault(options: RateLimitModuleOptions): DeclaredPolicy | undefined {
+export function declareDefaults(options: RateLimitModuleOptions): DeclaredPolicy[] {
   const given = options.default;
-  if (given === undefined) return undefined;
+  if (given === undefined) return [];
   const where = 'RateLimitModule default';
+  if (!Array.isArray(given)) return [declareDefault(given, where)];
+  if (given.length === 0) {
+    throw new RateLimitConfigError(
+      'ERR_RATE_LIMIT_RATE',
+      'invalid default []: give a policy, a list of policies, or leave it out',
+      where,
+    );
+  }
+  const declared = given.map((g, i) => declareDefault(g, `${where}[${i}]`));
+  declared.forEach((d, i) => {
+    if (declared.findIndex((e) => e.name === d.name) !== i) {
+      throw new RateLimitConfigError(
+        'ERR_RATE_LIMIT_DUPLICATE_POLICY',
+        `two default policies named "${d.name}": give each a distinct name`,
+        d.where,
+      );
+    }
+  });
+  return declared;
+}
+
+function declareDefault(given: unknown, where: string): DeclaredPolicy {
   if (typeof given === 'object' && given !== null && 'rate' in given) {
-    const { rate, ...rest } = given;
+    const { rate, ...rest } = given as DefaultPolicyOptions;
     return declare(rate, rest, where);
   }
   if (
@@ -183,7 +215,7 @@ export function declareDefault(options: RateLimitModuleOptions): DeclaredPolicy 
     typeof given === 'function' ||
     (typeof given === 'object' && given !== null)
   ) {
-    return declare(given, {}, where);
+    return declare(given as RateInput | RateFn, {}, where);
   }
   throw new RateLimitConfigError('ERR_RATE_LIMIT_RATE', `invalid default ${quote(given)}`, where);
 }

@@ -172,6 +172,27 @@ describe.each(PLATFORMS)('bad module options fail at bootstrap on %s', (platform
     // Regression (review): checked only once the Redis client existed, which it then leaked.
     ['denyCache.maxAgeMs: 0', { denyCache: { maxAgeMs: 0 } }, /invalid denyCache\.maxAgeMs 0/],
     ["enabled: 'yes'", { enabled: 'yes' as unknown as boolean }, /invalid enabled "yes"/],
+    ['default: []', { default: [] }, /invalid default \[\].*RateLimitModule default/],
+    [
+      'default: two policies named "short"',
+      {
+        default: [
+          { name: 'short', rate: '3/s' },
+          { name: 'short', rate: '9/m' },
+        ],
+      },
+      /two default policies named "short".*RateLimitModule default\[1\]/,
+    ],
+    [
+      'default: a bad rate in the list',
+      {
+        default: [
+          { name: 'short', rate: '3/s' },
+          { name: 'long', rate: '9/x' },
+        ],
+      },
+      /invalid rate "9\/x".*RateLimitModule default\[1\]/,
+    ],
   ] as const)(
     '%s rejects NestFactory.create, naming the option',
     async (_label, options, message) => {
