@@ -35,3 +35,16 @@ describe('the README option reference matches the option types', () => {
     expect(documented(name)).toEqual(members(file, name));
   });
 });
+
+describe('the README "Testing your app" example', () => {
+  // A consumer project (npm run test:consumers) runs it against the packed package.
+  it('is, word for word, a test of the Nest 11 consumer project', () => {
+    const section = readme.slice(readme.indexOf('## Testing your app'));
+    const example = /```ts\n([\s\S]*?)```/.exec(section)![1]!;
+    const test = readFileSync(
+      new URL('test/consumers/nest11-cjs-jest/test/readme.e2e-spec.ts', root),
+      'utf8',
+    );
+    expect(test).toBe(example);
+  });
+});
