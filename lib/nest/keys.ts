@@ -18,10 +18,28 @@ export type KeyFn = (
   helpers: KeyHelpers,
 ) => string | undefined | Promise<string | undefined>;
 
+/** Key functions known to read no user: decided before the route's own guards (DESIGN §6). */
+const userless = new WeakSet<KeyFn>();
+
+function withoutUser(key: KeyFn): KeyFn {
+  userless.add(key);
+  return key;
+}
+
+/**
+ * Whether `key` may read the authenticated user. True for `keys.userOrIp` (the default),
+ * `keys.user` and your own functions; false for `keys.ip`, `keys.header` and a
+ * `keys.compose` of those. On a route with guards of its own (authentication), the global
+ * guard decides the policies whose key needs the user after those guards have run.
+ */
+export function needsUser(key: KeyFn): boolean {
+  return !userless.has(key);
+}
+
 /** Built-in identities (DESIGN §5), on every transport that has what they read. */
 export const keys = {
   /** The client address, `ip:<address>`. */
-  ip: ((_ctx, helpers) => helpers.ip()) satisfies KeyFn,
+  ip: withoutUser((_ctx, helpers) => helpers.ip()),
 
   /**
    * `user:<id>` from the authenticated user (`id`, else `sub`, else `userId`; or your
@@ -36,23 +54,23 @@ export const keys = {
   userOrIp: ((ctx, helpers) => userIdentity(userOf(ctx)) ?? helpers.ip()) satisfies KeyFn,
 
   /** A header's value, hashed (`hdr:<name>:<hash>`): API keys are never stored in clear. */
-  header:
-    (name: string): KeyFn =>
-    (ctx) => {
+  header: (name: string): KeyFn =>
+    withoutUser((ctx) => {
       const request = requestOf(ctx);
       return request && headerIdentity(request, name);
-    },
+    }),
 
   /**
    * Several identities in one, e.g. `keys.compose(keys.header('x-api-key'), keys.ip)`: one
    * budget per API key and address. A part that is absent counts as `-`; when every part
    * is absent the whole is too (so the client IP applies, not one bucket for all).
    */
-  compose:
-    (...parts: KeyFn[]): KeyFn =>
-    async (ctx, helpers) => {
+  compose: (...parts: KeyFn[]): KeyFn => {
+    const composed: KeyFn = async (ctx, helpers) => {
       const values = await Promise.all(parts.map((part) => part(ctx, helpers)));
       if (values.every((v) => v === undefined || v === '')) return undefined;
       return values.map((v) => v || '-').join('+');
-    },
+    };
+    return parts.some(needsUser) ? composed : withoutUser(composed);
+  },
 };

@@ -1,5 +1,5 @@
 import type { DenyCacheOptions } from '../core/deny-cache.js';
-import type { ExecutionContext } from '@nestjs/common';
+import type { ExecutionContext, Type } from '@nestjs/common';
 import type { Cluster, Redis, RedisOptions } from 'ioredis';
 import type { CircuitBreakerOptions } from '../core/circuit-breaker.js';
 import type { Algorithm, Decision } from '../core/policy.js';
@@ -8,6 +8,7 @@ import type { RateLimitStore } from '../core/stores/store.js';
 import type { HeaderOptions } from '../http/headers.js';
 import type { RateFn, RateLimitOptions } from './decorators.js';
 import type { KeyFn } from './keys.js';
+import type { RateLimitGuard } from './rate-limit.guard.js';
 import type { MetricsOptions } from './metrics.js';
 import type { DecisionEvent } from './observer.js';
 
@@ -62,6 +63,12 @@ export interface RateLimitModuleOptions {
   errorMessage?: string | ((decision: Decision) => string);
   /** Register the guard for every route. Default true; false for `@UseGuards(RateLimitGuard)`. */
   global?: boolean;
+  /**
+   * Your subclass of `RateLimitGuard` (overriding `shouldSkip` or `refuse`), registered as
+   * the global guard instead of the module's own. A subclass you register as `APP_GUARD`
+   * yourself works too: the module's own guard then stands aside.
+   */
+  guard?: Type<RateLimitGuard>;
   /** See `RateLimiterOptions.circuitBreaker`. */
   circuitBreaker?: CircuitBreakerOptions | false;
   /** How long bootstrap waits for a Redis client the module creates to connect, in **ms**. Default 1000. */
@@ -102,4 +109,6 @@ export interface RateLimitModuleAsyncOptions {
   useFactory: (...args: never[]) => RateLimitModuleOptions | Promise<RateLimitModuleOptions>;
   /** See {@link RateLimitModuleOptions.global}: it must be known before the factory runs. */
   global?: boolean;
+  /** See {@link RateLimitModuleOptions.guard}: it must be known before the factory runs. */
+  guard?: Type<RateLimitGuard>;
 }

@@ -28,6 +28,8 @@ export interface RequestOutcome {
   readonly refusal?: { status: 429 | 503; body: object };
   /** The enforced decision, when the store answered. */
   readonly decision?: Decision;
+  /** The policies the headers describe (those that send headers), as the store decided them. */
+  readonly shown?: readonly HeaderPolicy[];
 }
 
 /** Admitted without a decision: no policy, skipped, or failed open. */
@@ -86,8 +88,8 @@ export class Outcomes {
           periodMs: p.override?.periodMs ?? (entry.policy as Policy).periodMs,
         });
     });
-    const headers = this.headerOptions === false ? {} : rateLimitHeaders(shown, this.headerOptions);
-    if (decision.allowed) return { allowed: true, headers, decision };
+    const headers = this.headers(shown);
+    if (decision.allowed) return { allowed: true, headers, decision, shown };
     const retryAfter = retryAfterSeconds(decision.policies);
     const denying = enforcing.filter((_, i) => !decision.policies[i]!.allowed);
     const exposeDetails = denying.every((e) => e.rule.exposeDetails);
@@ -104,7 +106,29 @@ export class Outcomes {
         }),
       },
       decision,
+      shown,
     };
+  }
+
+  /**
+   * The outcome of a request decided in two steps (policies that need the user after the
+   * route's guards): the second's verdict and refusal, with headers over the policies of both.
+   */
+  combine(first: RequestOutcome, second: RequestOutcome): RequestOutcome {
+    if (!first.shown?.length) return second;
+    if (!second.shown?.length) return second.allowed ? first : second;
+    const shown = [...first.shown, ...second.shown];
+    const retryAfter = second.headers['Retry-After'];
+    const headers = this.headers(shown);
+    return {
+      ...second,
+      headers: retryAfter === undefined ? headers : { ...headers, 'Retry-After': retryAfter },
+      shown,
+    };
+  }
+
+  private headers(shown: HeaderPolicy[]): Record<string, string> {
+    return this.headerOptions === false ? {} : rateLimitHeaders(shown, this.headerOptions);
   }
 
   /** The store did not answer: fail-closed policies refuse with 503, the rest admit. */

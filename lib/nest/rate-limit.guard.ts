@@ -1,7 +1,9 @@
 import { Inject, Injectable, type CanActivate, type ExecutionContext } from '@nestjs/common';
 import { RateLimitConfigError } from '../core/errors.js';
+import { decideAfterGuards, RATE_LIMIT_GUARD } from './after-guards.js';
 import type { RequestLike } from '../http/ip.js';
 import { NO_LIMIT, storedOutcome, storeOutcome, type RequestOutcome } from './outcome.js';
+import type { Route } from './routes.js';
 import { RateLimitRuntime } from './runtime.js';
 import { isThenable } from './thenable.js';
 import { httpTransport } from './transports/http.js';
@@ -27,7 +29,15 @@ const ENABLED_WAIT_MS = 100;
 export class RateLimitGuard implements CanActivate {
   constructor(@Inject(RateLimitRuntime) protected readonly runtime: RateLimitRuntime) {}
 
+  /**
+   * Set at bootstrap on the module's own global guard when the app registers a subclass as
+   * a global guard (`APP_GUARD`) too: that subclass decides, with its overrides, and this
+   * one admits without a word (else it would decide first and the subclass never would).
+   */
+  standAside = false;
+
   async canActivate(ctx: ExecutionContext): Promise<boolean> {
+    if (this.standAside) return true;
     const found = transportOf(ctx);
     if (found === undefined) return true;
     let transport: Transport;
@@ -50,9 +60,11 @@ export class RateLimitGuard implements CanActivate {
     // Awaited only when it is a promise: a microtask less per request without `skip`.
     const skip = this.shouldSkip(ctx);
     let outcome = NO_LIMIT;
+    let later: Route | undefined;
     if (!(typeof skip === 'boolean' ? skip : await skip)) {
       try {
         outcome = await this.runtime.evaluate(ctx, request);
+        later = this.runtime.afterGuardsOf(ctx);
       } catch (error) {
         // A route with invalid policies fails as at bootstrap; anything else comes from a
         // context the runtime cannot read (no class or handler), which stays unlimited.
@@ -61,15 +73,51 @@ export class RateLimitGuard implements CanActivate {
       }
     }
     storeOutcome(carrier, outcome);
-    if (!outcome.allowed) this.refuse(ctx, outcome);
-    // Sent here too, not only by the interceptor: a later guard (authentication) may
-    // refuse the request, and its 401 still counted.
+    this.send(ctx, transport, outcome);
+    if (later !== undefined && outcome.allowed) {
+      decideAfterGuards(carrier, (after) =>
+        this.decideLater(after, transport, carrier!, outcome, later),
+      );
+    }
+    return true;
+  }
+
+  /**
+   * The policies that waited for the route's own guards (authentication): decided now that
+   * the user is known, with headers over every policy of the request.
+   */
+  private async decideLater(
+    ctx: ExecutionContext,
+    transport: Transport,
+    carrier: object,
+    first: RequestOutcome,
+    route: Route,
+  ): Promise<boolean> {
+    let second = NO_LIMIT;
+    try {
+      second = await this.runtime.evaluateRoute(ctx, transport.request(ctx), route);
+    } catch (error) {
+      if (error instanceof RateLimitConfigError) throw error;
+      this.runtime.reportConfigError(`transport ${transport.type}`, error);
+    }
+    const outcome = this.runtime.combine(first, second);
+    storeOutcome(carrier, outcome);
+    this.send(ctx, transport, outcome);
+    return true;
+  }
+
+  /**
+   * Sends the headers, then refuses when the outcome says so. The headers go first, so that
+   * a `refuse` of your own keeps `Retry-After` and the rate-limit headers; and on an
+   * admitted request, so that a 401 from a later guard still carries them.
+   */
+  private send(ctx: ExecutionContext, transport: Transport, outcome: RequestOutcome): void {
     try {
       transport.setHeaders(ctx, outcome.headers);
     } catch (error) {
       this.runtime.reportConfigError(`transport ${transport.type}`, error);
     }
-    return true;
+    if (!outcome.allowed) this.refuse(ctx, outcome);
   }
 
   /** The last answer of an `enabled` function, for when an answer is slow to come. */
@@ -129,11 +177,15 @@ export class RateLimitGuard implements CanActivate {
   }
 
   /**
-   * Raises the refusal through the call's transport (on HTTP: sets its headers, since the
-   * interceptor does not run, and throws an `HttpException` with the 429 or 503 body).
+   * Raises the refusal through the call's transport (on HTTP: an `HttpException` with the 429
+   * or 503 body). Override it to answer otherwise: the rate-limit headers and `Retry-After`
+   * are already set when it is called (`outcome.headers` holds them too).
    * @throws always
    */
   protected refuse(ctx: ExecutionContext, outcome: RequestOutcome): never {
     return (adapterOf(ctx) ?? httpTransport).refuse(ctx, outcome);
   }
 }
+
+// Tells a route's own guards from ours, subclasses included (see after-guards.ts).
+Object.defineProperty(RateLimitGuard.prototype, RATE_LIMIT_GUARD, { value: true });

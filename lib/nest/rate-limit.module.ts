@@ -5,9 +5,12 @@ import {
   type OnApplicationShutdown,
   type OnModuleInit,
   type Provider,
+  type Type,
 } from '@nestjs/common';
 import { APP_GUARD, DiscoveryModule, DiscoveryService, MetadataScanner } from '@nestjs/core';
+import { quote, RateLimitConfigError } from '../core/errors.js';
 import { RateLimiter } from '../core/limiter.js';
+import { appendAfterRouteGuards } from './after-guards.js';
 import { RateLimitEvents } from './events.js';
 import type { RateLimitModuleAsyncOptions, RateLimitModuleOptions } from './options.js';
 import { RateLimitGuard } from './rate-limit.guard.js';
@@ -45,6 +48,58 @@ class RouteCheck implements OnModuleInit {
       await release(this.resources);
       throw error;
     }
+  }
+}
+
+/**
+ * Appends the guard that decides per-user policies to every HTTP route that authenticates
+ * with guards of its own (see `after-guards.ts`). In a constructor, because Nest reads a
+ * route's guards when it builds its router, after providers exist and before `onModuleInit`.
+ * A route whose policies are invalid is left alone here: {@link RouteCheck} reports it.
+ */
+class AfterGuardsSetup {
+  constructor(
+    @Inject(DiscoveryService) discovery: DiscoveryService,
+    @Inject(MetadataScanner) scanner: MetadataScanner,
+    @Inject(RateLimitRuntime) runtime: RateLimitRuntime,
+  ) {
+    for (const { metatype } of discovery.getControllers()) {
+      if (typeof metatype !== 'function') continue;
+      const prototype = metatype.prototype as Record<string, unknown>;
+      for (const name of scanner.getAllMethodNames(prototype)) {
+        const handler = prototype[name];
+        if (typeof handler !== 'function') continue;
+        try {
+          if (runtime.routeOf(metatype, handler).afterGuards) appendAfterRouteGuards(handler);
+        } catch {
+          // Reported by RouteCheck, which also releases what the module opened.
+        }
+      }
+    }
+  }
+}
+
+/**
+ * When the app registers a subclass of `RateLimitGuard` as a global guard of its own, the
+ * module's guard (which Nest runs first) stands aside, so the subclass decides.
+ */
+class GuardCheck implements OnModuleInit {
+  constructor(
+    @Inject(DiscoveryService) private readonly discovery: DiscoveryService,
+    @Inject(RateLimitGuard) private readonly own: RateLimitGuard,
+  ) {}
+
+  onModuleInit(): void {
+    // Nest keeps each APP_GUARD under a token of its own: "APP_GUARD (UUID: …)".
+    this.own.standAside = this.discovery
+      .getProviders()
+      .some(
+        ({ token, instance }) =>
+          typeof token === 'string' &&
+          token.startsWith(APP_GUARD) &&
+          instance instanceof RateLimitGuard &&
+          instance !== this.own,
+      );
   }
 }
 
@@ -86,7 +141,12 @@ async function release({
 export class RateLimitModule {
   /** @throws {RateLimitConfigError} at bootstrap, for any invalid option or route policy */
   static forRoot(options: RateLimitModuleOptions): DynamicModule {
-    return build({ provide: RATE_LIMIT_OPTIONS, useValue: options }, [], options?.global !== false);
+    return build(
+      { provide: RATE_LIMIT_OPTIONS, useValue: options },
+      [],
+      options?.global !== false,
+      guardOf(options?.guard, 'RateLimitModule.forRoot'),
+    );
   }
 
   /** Options from other providers, e.g. `ConfigService`. */
@@ -96,14 +156,36 @@ export class RateLimitModule {
       useFactory: options.useFactory as (...args: unknown[]) => unknown,
       inject: (options.inject ?? []) as never[],
     };
-    return build(provider, (options.imports ?? []) as never[], options.global !== false);
+    return build(
+      provider,
+      (options.imports ?? []) as never[],
+      options.global !== false,
+      guardOf(options.guard, 'RateLimitModule.forRootAsync'),
+    );
   }
+}
+
+/**
+ * The guard class to register globally: the module's own, or the `guard` option's subclass.
+ * @throws {RateLimitConfigError} `ERR_RATE_LIMIT_OPTION` for anything but a subclass
+ */
+function guardOf(guard: unknown, where: string): Type<RateLimitGuard> {
+  if (guard === undefined) return RateLimitGuard;
+  if (typeof guard === 'function' && guard.prototype instanceof RateLimitGuard) {
+    return guard as Type<RateLimitGuard>;
+  }
+  throw new RateLimitConfigError(
+    'ERR_RATE_LIMIT_OPTION',
+    `invalid guard ${typeof guard === 'function' ? guard.name || 'anonymous' : quote(guard)}: expected a class that extends RateLimitGuard`,
+    where,
+  );
 }
 
 function build(
   optionsProvider: Provider,
   imports: DynamicModule['imports'],
   global: boolean,
+  guard: Type<RateLimitGuard>,
 ): DynamicModule {
   return {
     module: RateLimitModule,
@@ -131,18 +213,21 @@ function build(
       {
         provide: RateLimitRuntime,
         useFactory: (limiter: RateLimiter, o: RateLimitModuleOptions, r: Resources) =>
-          new RateLimitRuntime(limiter, o, new RateLimitEvents(), r.metrics),
+          new RateLimitRuntime(limiter, o, new RateLimitEvents(), r.metrics, global),
         inject: [RateLimiter, RATE_LIMIT_OPTIONS, RESOURCES],
       },
       RateLimitService,
       RateLimitGuard,
       RateLimitInterceptor,
       RouteCheck,
+      GuardCheck,
+      ...(global ? [AfterGuardsSetup] : []),
       Shutdown,
       // The guard writes the headers itself, so no global interceptor: one would wrap every
       // response in an RxJS pipeline for nothing (a quarter of the guard's cost on Fastify,
       // measured in bench/).
-      ...(global ? [{ provide: APP_GUARD, useExisting: RateLimitGuard }] : []),
+      ...(guard !== RateLimitGuard ? [guard] : []),
+      ...(global ? [{ provide: APP_GUARD, useExisting: guard }] : []),
     ],
     exports: [
       RATE_LIMIT_OPTIONS,

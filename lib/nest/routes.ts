@@ -8,7 +8,8 @@ import {
   type RateFn,
   type RateLimitOptions,
 } from './decorators.js';
-import { keys, type KeyFn } from './keys.js';
+import { GUARDS_METADATA, isRateLimitGuard } from './after-guards.js';
+import { keys, needsUser, type KeyFn } from './keys.js';
 import type { DefaultPolicyOptions, RateLimitModuleOptions } from './options.js';
 import type { RateInput } from '../core/rate.js';
 import { RATE_LIMIT_METADATA, SKIP_RATE_LIMIT_METADATA } from './tokens.js';
@@ -40,6 +41,12 @@ export interface Route {
   readonly shadowed: readonly Rule[];
   /** Every enforced rule has a fixed policy and cost: nothing to await but its identity. */
   readonly fixed: boolean;
+  /**
+   * The rules whose key needs the authenticated user, on a route with guards of its own:
+   * decided after those guards have run (see `after-guards.ts`); the rules above
+   * are decided first, by the global guard. Undefined when everything is decided first.
+   */
+  readonly afterGuards?: Route;
 }
 
 const SCOPE_UNSAFE = /[^A-Za-z0-9_.\-/]/g;
@@ -56,7 +63,14 @@ export class RouteTable {
   private readonly known = new Map<string, Policy | null>();
   private readonly defaults: readonly DeclaredPolicy[];
 
-  constructor(private readonly options: RateLimitModuleOptions) {
+  /**
+   * @param deferUserPolicies the module's guard is global, so it runs before a route's own
+   *   guards: policies that need the user wait for them (see {@link Route.afterGuards})
+   */
+  constructor(
+    private readonly options: RateLimitModuleOptions,
+    private readonly deferUserPolicies = false,
+  ) {
     this.defaults = declareDefaults(options);
   }
 
@@ -88,13 +102,20 @@ export class RouteTable {
     const rules = [...merged.values()].map(({ declared, isDefault }) =>
       this.toRule(declared, isDefault, routeScope),
     );
-    const enforced = rules.filter((r) => !r.shadow);
-    const route = {
-      name,
-      enforced,
-      shadowed: rules.filter((r) => r.shadow),
-      fixed: enforced.every((r) => r.policy !== undefined && typeof r.cost === 'number'),
-    };
+    const late =
+      this.deferUserPolicies && hasOwnGuards(controller, handler)
+        ? rules.filter((r) => needsUser(r.key))
+        : [];
+    const route: Route =
+      late.length === 0
+        ? routeOfRules(name, rules)
+        : {
+            ...routeOfRules(
+              name,
+              rules.filter((r) => !late.includes(r)),
+            ),
+            afterGuards: routeOfRules(name, late),
+          };
     if (!byHandler) this.routes.set(controller, (byHandler = new Map()));
     byHandler.set(handler, route);
     for (const rule of rules) {
@@ -160,6 +181,31 @@ export class RouteTable {
     };
   }
 }
+
+function routeOfRules(name: string, rules: readonly Rule[]): Route {
+  const enforced = rules.filter((r) => !r.shadow);
+  return {
+    name,
+    enforced,
+    shadowed: rules.filter((r) => r.shadow),
+    fixed: enforced.every((r) => r.policy !== undefined && typeof r.cost === 'number'),
+  };
+}
+
+/**
+ * Whether the handler is an HTTP route with guards of its own (`@UseGuards` on the
+ * controller, its base classes or the handler), which Nest runs after the global ones:
+ * authentication, usually. Ours do not count.
+ */
+function hasOwnGuards(controller: Target, handler: Target): boolean {
+  if (Reflect.getMetadata(METHOD_METADATA, handler) === undefined) return false;
+  const own = (target: Target): unknown[] =>
+    (Reflect.getMetadata(GUARDS_METADATA, target) as unknown[] | undefined) ?? [];
+  return [...own(controller), ...own(handler)].some((guard) => !isRateLimitGuard(guard));
+}
+
+/** Nest's metadata key of an HTTP route's method (`METHOD_METADATA` in `@nestjs/common`). */
+const METHOD_METADATA = 'method';
 
 /** A controller class and its base classes, the base first. */
 function classChain(controller: Target): Target[] {

@@ -26,13 +26,18 @@ export class RateLimitRuntime {
   /** Set only when `onDecision` or `metrics` is: otherwise requests pay nothing for them. */
   private readonly observer: DecisionObserver | undefined;
 
+  /**
+   * @param global the module's guard is global (`APP_GUARD`): on HTTP routes with guards of
+   *   their own, the policies that need the user are decided after those guards
+   */
   constructor(
     readonly limiter: RateLimiter,
     readonly options: RateLimitModuleOptions,
     private readonly events: RateLimitEvents,
     metrics?: RateLimitMetrics,
+    global = false,
   ) {
-    this.routes = new RouteTable(options);
+    this.routes = new RouteTable(options, global);
     this.policies = new PolicyResolver(options, events);
     this.outcomes = new Outcomes(options, events);
     this.observer =
@@ -71,8 +76,25 @@ export class RateLimitRuntime {
    * @param request what the client address is read from (`keys.ip`, and the fallback of
    *   every key function); undefined when the transport has none (`ip:unknown`)
    */
-  async evaluate(ctx: ExecutionContext, request: RequestLike | undefined): Promise<RequestOutcome> {
-    const route = this.routes.routeOf(ctx.getClass(), ctx.getHandler());
+  evaluate(ctx: ExecutionContext, request: RequestLike | undefined): Promise<RequestOutcome> {
+    return this.evaluateRoute(ctx, request, this.routes.routeOf(ctx.getClass(), ctx.getHandler()));
+  }
+
+  /**
+   * The policies of this call that wait for the route's own guards (see
+   * {@link Route.afterGuards}), to decide with {@link RateLimitRuntime.evaluateRoute} once
+   * they have run; undefined when there are none.
+   */
+  afterGuardsOf(ctx: ExecutionContext): Route | undefined {
+    return this.routes.routeOf(ctx.getClass(), ctx.getHandler()).afterGuards;
+  }
+
+  /** {@link RateLimitRuntime.evaluate} of the rules of `route`. */
+  async evaluateRoute(
+    ctx: ExecutionContext,
+    request: RequestLike | undefined,
+    route: Route,
+  ): Promise<RequestOutcome> {
     if (route.enforced.length === 0 && route.shadowed.length === 0) return NO_LIMIT;
     const identities = identitiesOf(ctx, request, route.name, this.options, this.events);
     const observer = this.observer;
@@ -83,6 +105,11 @@ export class RateLimitRuntime {
     const outcome = await this.decide(ctx, route, identities, trace);
     observer.finish(route.name, trace, outcome.allowed);
     return outcome;
+  }
+
+  /** One outcome of the two decisions of a route whose user policies waited for its guards. */
+  combine(first: RequestOutcome, second: RequestOutcome): RequestOutcome {
+    return this.outcomes.combine(first, second);
   }
 
   /** Logs `rate_limit.config_error` for a user function that failed at request time. */

@@ -136,7 +136,7 @@ const ROWS: Row[] = [
   },
   {
     throttlerForm:
-      "`skipIf: (ctx) => ctx.switchToHttp().getRequest().headers['x-internal'] === '1'`",
+      "`skipIf: (context) => context.switchToHttp().getRequest().headers['x-internal'] === '1'`",
     ourForm: "`skip: (ctx) => rateLimitContext(ctx).request?.headers['x-internal'] === '1'`",
     ours: {
       default: { rate: '2/m', scope: 'route', algorithm: 'fixed-window' },

@@ -1,0 +1,204 @@
+/**
+ * Per-user limits behind a route's own authentication guard (DESIGN §6, issue 13): Nest runs
+ * the module's global guard before `@UseGuards(AuthGuard('jwt'))`, so the policies whose key
+ * needs the user are decided after the route's guards, while IP-keyed ones still run first.
+ */
+import 'reflect-metadata';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
+import {
+  Controller,
+  Get,
+  HttpCode,
+  Injectable,
+  Post,
+  UnauthorizedException,
+  UseGuards,
+  type CanActivate,
+  type ExecutionContext,
+} from '@nestjs/common';
+import type { Redis } from 'ioredis';
+import { keys, RateLimit, RateLimitGuard, rateLimitContext } from '../../lib/index.js';
+import { disconnect, newRedis } from '../harness/redis.js';
+import { createApp, PLATFORMS, type AppHandle } from './support/app.js';
+
+type Req = { headers: Record<string, string | undefined>; user?: { id: string } };
+
+/** What passport-jwt does: `Authorization: Bearer <token>` becomes `request.user`, else 401. */
+@Injectable()
+class JwtGuard implements CanActivate {
+  canActivate(ctx: ExecutionContext): boolean {
+    const request = rateLimitContext<Req>(ctx).request!;
+    const token = /^Bearer (\w+)$/.exec(request.headers.authorization ?? '')?.[1];
+    if (!token) throw new UnauthorizedException();
+    request.user = { id: token };
+    return true;
+  }
+}
+
+/** Authentication that lets anonymous clients through. */
+@Injectable()
+class OptionalJwtGuard implements CanActivate {
+  canActivate(ctx: ExecutionContext): boolean {
+    const request = rateLimitContext<Req>(ctx).request!;
+    const token = /^Bearer (\w+)$/.exec(request.headers.authorization ?? '')?.[1];
+    if (token) request.user = { id: token };
+    return true;
+  }
+}
+
+/** What passport-local does: checks the password (counted here), 401 when wrong. */
+const passwordChecks = { count: 0 };
+@Injectable()
+class PasswordGuard implements CanActivate {
+  canActivate(ctx: ExecutionContext): boolean {
+    passwordChecks.count++;
+    const request = rateLimitContext<Req>(ctx).request!;
+    if (request.headers['x-password'] !== 'right') throw new UnauthorizedException();
+    request.user = { id: 'alice' };
+    return true;
+  }
+}
+
+@Controller('me')
+@UseGuards(JwtGuard)
+class MeController {
+  @Get()
+  @RateLimit('2/m')
+  me() {
+    return 'me';
+  }
+
+  // One policy per client address, decided first, and one per user, decided after the guard.
+  @Get('both')
+  @RateLimit('10/m', { name: 'address', key: keys.ip })
+  @RateLimit('2/m', { name: 'user' })
+  both() {
+    return 'both';
+  }
+}
+
+@Controller('feed')
+class FeedController {
+  @Get()
+  @UseGuards(OptionalJwtGuard)
+  @RateLimit('2/m')
+  feed() {
+    return 'feed';
+  }
+}
+
+@Controller('auth')
+class AuthController {
+  @Post('login')
+  @HttpCode(200)
+  @UseGuards(PasswordGuard)
+  @RateLimit('3/m', { key: keys.ip })
+  login() {
+    return 'welcome';
+  }
+}
+
+/** A route guarded twice (globally and by hand) still counts once. */
+@Controller('twice')
+@UseGuards(JwtGuard, RateLimitGuard)
+class TwiceController {
+  @Get()
+  @RateLimit('2/m')
+  twice() {
+    return 'twice';
+  }
+}
+
+const bearer = (user: string) => ({ authorization: `Bearer ${user}` });
+
+let redis: Redis;
+beforeAll(() => {
+  redis = newRedis();
+});
+afterAll(() => disconnect(redis));
+
+describe.each(PLATFORMS)('policies behind a route guard, on %s', (platform) => {
+  let h: AppHandle;
+  beforeAll(async () => {
+    h = await createApp(platform, {}, [
+      MeController,
+      FeedController,
+      AuthController,
+      TwiceController,
+    ]);
+  });
+  afterAll(() => h?.close());
+  beforeEach(() => {
+    passwordChecks.count = 0;
+  });
+
+  const statuses = async (n: number, path: string, headers: Record<string, string> = {}) => {
+    const out: number[] = [];
+    for (let i = 0; i < n; i++) out.push((await h.get(path, headers)).status);
+    return out;
+  };
+
+  it('two users behind one IP have separate budgets (the key needs the user)', async () => {
+    expect(await statuses(3, '/me', bearer('alice'))).toEqual([200, 200, 429]);
+    expect(await statuses(3, '/me', bearer('bob'))).toEqual([200, 200, 429]);
+    const stored = (await redis.keys(`${h.prefix}:*MeController.me*`)).sort();
+    expect(stored).toEqual([
+      expect.stringMatching(new RegExp(`^${h.prefix}:\\{user:alice\\}:MeController\\.me:`)),
+      expect.stringMatching(new RegExp(`^${h.prefix}:\\{user:bob\\}:MeController\\.me:`)),
+    ]);
+  });
+
+  it('a refusal decided after the guard has Retry-After and the rate-limit headers', async () => {
+    await statuses(2, '/me', bearer('carol'));
+    const refused = await h.get('/me', bearer('carol'));
+    expect(refused.status).toBe(429);
+    expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    expect(refused.rl['ratelimit-policy']).toBe('"default";q=2;w=60');
+    expect(refused.rl.ratelimit).toBe(`"default";r=0;t=${refused.headers.get('retry-after')}`);
+  });
+
+  it('an anonymous client is limited by address where the guard lets it through', async () => {
+    expect(await statuses(3, '/feed')).toEqual([200, 200, 429]);
+    // A user there has a budget of its own.
+    expect(await statuses(1, '/feed', bearer('dave'))).toEqual([200]);
+    const stored = await redis.keys(`${h.prefix}:*FeedController.feed*`);
+    expect(stored.map((k) => k.slice(0, k.indexOf('}') + 1)).sort()).toEqual([
+      `${h.prefix}:{ip:127.0.0.1}`,
+      `${h.prefix}:{user:dave}`,
+    ]);
+  });
+
+  it('a client the guard refuses gets its 401 and spends nothing', async () => {
+    expect(await statuses(4, '/me')).toEqual([401, 401, 401, 401]);
+    expect(await redis.keys(`${h.prefix}:{ip:*MeController.me*`)).toEqual([]);
+  });
+
+  it('a login limited per IP is refused before any password check runs', async () => {
+    const attempts: number[] = [];
+    for (let i = 0; i < 5; i++) {
+      const res = await fetch(`${h.url}/auth/login`, {
+        method: 'POST',
+        headers: { 'x-password': 'wrong' },
+      });
+      attempts.push(res.status);
+      await res.arrayBuffer();
+    }
+    expect(attempts).toEqual([401, 401, 401, 429, 429]);
+    expect(passwordChecks.count).toBe(3);
+  });
+
+  it('an IP policy (decided first) and a user policy (decided after) share the headers', async () => {
+    const replies = [];
+    for (let i = 0; i < 3; i++) replies.push(await h.get('/me/both', bearer('erin')));
+    expect(replies.map((r) => r.status)).toEqual([200, 200, 429]);
+    expect(replies[0]!.rl['ratelimit-policy']).toBe('"address";q=10;w=60, "user";q=2;w=60');
+    expect(replies[0]!.rl.ratelimit).toMatch(/^"address";r=9;t=\d+, "user";r=1;t=\d+$/);
+    // The refusal came from the user policy; the address policy spent its 3.
+    expect(replies[2]!.rl.ratelimit).toMatch(/^"address";r=7;t=\d+, "user";r=0;t=\d+$/);
+  });
+
+  it('a route guarded twice (global guard and @UseGuards) counts once, per user', async () => {
+    expect(await statuses(3, '/twice', bearer('frank'))).toEqual([200, 200, 429]);
+    expect(await statuses(1, '/twice', bearer('grace'))).toEqual([200]);
+  });
+});
