@@ -1,7 +1,7 @@
 import { Inject, Injectable, type CanActivate, type ExecutionContext } from '@nestjs/common';
 import { RateLimitConfigError } from '../core/errors.js';
 import type { RequestLike } from '../http/ip.js';
-import { NO_LIMIT, storedOutcome, storeOutcome, type RequestOutcome } from './outcome.js';
+import { NO_LIMIT, storedDecision, storeOutcome, type RequestOutcome } from './outcome.js';
 import { RateLimitRuntime } from './runtime.js';
 import { isThenable } from './thenable.js';
 import { httpTransport } from './transports/http.js';
@@ -32,35 +32,28 @@ export class RateLimitGuard implements CanActivate {
     if (found === undefined) return true;
     let transport: Transport;
     let carrier: object | undefined;
+    let stored: RequestOutcome | Promise<RequestOutcome> | undefined;
     let request: RequestLike | undefined;
     try {
       // A promise only the first time a transport with an optional peer is met.
       transport = isThenable(found) ? await found : found;
       carrier = transport.carrier(ctx);
-      if (carrier === undefined || storedOutcome(carrier) !== undefined) return true;
-      request = transport.request(ctx);
+      if (carrier === undefined) return true;
+      stored = storedDecision(carrier);
+      if (stored === undefined) request = transport.request(ctx);
     } catch (error) {
       // A transport that cannot read this context leaves it unlimited rather than fail it.
       this.runtime.reportConfigError(`transport ${ctx.getType()}`, error);
       return true;
     }
-    const { enabled } = this.runtime.options;
-    if (enabled === false || (typeof enabled === 'function' && !(await this.switchedOn(enabled))))
-      return true;
-    // Awaited only when it is a promise: a microtask less per request without `skip`.
-    const skip = this.shouldSkip(ctx);
-    let outcome = NO_LIMIT;
-    if (!(typeof skip === 'boolean' ? skip : await skip)) {
-      try {
-        outcome = await this.runtime.evaluate(ctx, request);
-      } catch (error) {
-        // A route with invalid policies fails as at bootstrap; anything else comes from a
-        // context the runtime cannot read (no class or handler), which stays unlimited.
-        if (error instanceof RateLimitConfigError) throw error;
-        this.runtime.reportConfigError(`transport ${transport.type}`, error);
-      }
-    }
+    if (stored !== undefined) return this.decidedBefore(ctx, stored);
+    // Stored while it is being decided: calls that share the carrier at once (the items of a
+    // GraphQL list under one field) wait for this decision rather than count again.
+    const deciding = this.decide(ctx, transport, request);
+    storeOutcome(carrier, deciding);
+    const outcome = await deciding;
     storeOutcome(carrier, outcome);
+    if (outcome === NO_LIMIT) return true;
     if (!outcome.allowed) this.refuse(ctx, outcome);
     // Sent here too, not only by the interceptor: a later guard (authentication) may
     // refuse the request, and its 401 still counted.
@@ -69,6 +62,46 @@ export class RateLimitGuard implements CanActivate {
     } catch (error) {
       this.runtime.reportConfigError(`transport ${transport.type}`, error);
     }
+    return true;
+  }
+
+  /**
+   * The outcome of one call: {@link NO_LIMIT} when the kill switch is off or the call is
+   * skipped. Rejects only with the `RateLimitConfigError` of a route with invalid policies.
+   */
+  private async decide(
+    ctx: ExecutionContext,
+    transport: Transport,
+    request: RequestLike | undefined,
+  ): Promise<RequestOutcome> {
+    const { enabled } = this.runtime.options;
+    if (enabled === false || (typeof enabled === 'function' && !(await this.switchedOn(enabled))))
+      return NO_LIMIT;
+    // Awaited only when it is a promise: a microtask less per request without `skip`.
+    const skip = this.shouldSkip(ctx);
+    if (typeof skip === 'boolean' ? skip : await skip) return NO_LIMIT;
+    try {
+      return await this.runtime.evaluate(ctx, request);
+    } catch (error) {
+      // A route with invalid policies fails as at bootstrap; anything else comes from a
+      // context the runtime cannot read (no class or handler), which stays unlimited.
+      if (error instanceof RateLimitConfigError) throw error;
+      this.runtime.reportConfigError(`transport ${transport.type}`, error);
+      return NO_LIMIT;
+    }
+  }
+
+  /**
+   * A call whose carrier was decided before (a handler guarded twice), or is being decided
+   * (another item of the same GraphQL list field): counted once, answered alike; the headers
+   * were sent by the call that decided.
+   */
+  private async decidedBefore(
+    ctx: ExecutionContext,
+    stored: RequestOutcome | Promise<RequestOutcome>,
+  ): Promise<boolean> {
+    const outcome = isThenable(stored) ? await stored : stored;
+    if (!outcome.allowed) this.refuse(ctx, outcome);
     return true;
   }
 
