@@ -6,6 +6,7 @@
  * arguments.
  */
 import 'reflect-metadata';
+import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import {
   Args,
@@ -191,6 +192,10 @@ describe.each(SERVERS)('GraphQL on %s', (server) => {
     expect(parseRateLimit(reply.headers.get('ratelimit'))).toEqual({ default: { r: 49, t: 2 } });
     const again = await h.query('{ plain }', headers);
     expect(parseRateLimit(again.headers.get('ratelimit')).default?.r).toBe(48);
+    // Each root field spends the default once.
+    const twice = await h.query('{ plain again: plain }', headers);
+    expect(twice.data).toEqual({ plain: 'plain', again: 'plain' });
+    expect(parseRateLimit(twice.headers.get('ratelimit')).default?.r).toBe(46);
     const ip = headers['x-forwarded-for'];
     expect(await redis.exists(keyOf(h.prefix, `ip:${ip}`, 'global'))).toBe(1);
   });
@@ -252,6 +257,15 @@ describe.each(SERVERS)('GraphQL on %s', (server) => {
     const reply = await h.query('{ whoami }', { ...client(), 'x-user': `u${server}` });
     expect(reply.data).toEqual({ whoami: 'me' });
     expect(await redis.exists(keyOf(h.prefix, `who:u${server}`, 'CatalogResolver.whoami'))).toBe(1);
+  });
+});
+
+describe('the README', () => {
+  it('documents the cost recipe the resolver above uses', () => {
+    const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+    expect(readme).toContain(
+      'cost: (ctx) => Math.ceil((rateLimitContext(ctx).args?.first ?? 10) / 10),',
+    );
   });
 });
 
