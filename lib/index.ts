@@ -81,6 +81,12 @@ export { rateLimitContext, type RateLimitContext } from './nest/context.js';
 export type { RequestOutcome } from './nest/outcome.js';
 export type { Transport } from './nest/transports/transport.js';
 export {
+  graphQLRefusal,
+  type GraphQLRefusalCode,
+  type GraphQLRefusalExtensions,
+} from './nest/transports/graphql.js';
+export { rateLimitedSubscriptionsAsErrors } from './nest/transports/graphql-ws.js';
+export {
   RATE_LIMIT_EVENTS,
   type BlockedDetail,
   type OverrideAppliedDetail,

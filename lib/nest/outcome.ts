@@ -39,15 +39,30 @@ export const NO_LIMIT: RequestOutcome = { allowed: true, headers: {} };
 // still counted once.
 const STORED = Symbol.for('nest-rate-limit:outcome');
 
-type Carrier = { [STORED]?: RequestOutcome };
+type Carrier = { [STORED]?: RequestOutcome | Promise<RequestOutcome> };
 
-/** The outcome the guard stored on `carrier`, if it ran. */
+/** The outcome the guard stored on `carrier`, once decided. */
 export function storedOutcome(carrier: object): RequestOutcome | undefined {
+  const stored = (carrier as Carrier)[STORED];
+  return stored instanceof Promise ? undefined : stored;
+}
+
+/**
+ * The outcome the guard stored on `carrier`, or the promise of it while the guard is still
+ * deciding: calls that share a carrier at once (the items of a GraphQL list) wait for the
+ * one decision instead of making their own.
+ */
+export function storedDecision(
+  carrier: object,
+): RequestOutcome | Promise<RequestOutcome> | undefined {
   return (carrier as Carrier)[STORED];
 }
 
-/** Stores the outcome on the carrier itself, so nothing outlives the request. */
-export function storeOutcome(carrier: object, outcome: RequestOutcome): void {
+/** Stores the outcome (or its promise) on the carrier itself, so nothing outlives the request. */
+export function storeOutcome(
+  carrier: object,
+  outcome: RequestOutcome | Promise<RequestOutcome>,
+): void {
   (carrier as Carrier)[STORED] = outcome;
 }
 

@@ -2,13 +2,16 @@ import { Inject, Injectable, type CanActivate, type ExecutionContext } from '@ne
 import { RateLimitConfigError } from '../core/errors.js';
 import { decideAfterGuards, RATE_LIMIT_GUARD } from './after-guards.js';
 import type { RequestLike } from '../http/ip.js';
-import { NO_LIMIT, storedOutcome, storeOutcome, type RequestOutcome } from './outcome.js';
+import { NO_LIMIT, storedDecision, storeOutcome, type RequestOutcome } from './outcome.js';
 import type { Route } from './routes.js';
 import { RateLimitRuntime } from './runtime.js';
 import { isThenable } from './thenable.js';
 import { httpTransport } from './transports/http.js';
 import { adapterOf, transportOf } from './transports/registry.js';
 import type { Transport } from './transports/transport.js';
+
+/** The outcome of a call left alone (kill switch off, or skipped): no headers, nothing later. */
+const SKIPPED: RequestOutcome = Object.freeze({ allowed: true, headers: {} });
 
 /** Longest wait for an async `enabled` function, in ms. */
 const ENABLED_WAIT_MS = 100;
@@ -42,44 +45,55 @@ export class RateLimitGuard implements CanActivate {
     if (found === undefined) return true;
     let transport: Transport;
     let carrier: object | undefined;
+    let stored: RequestOutcome | Promise<RequestOutcome> | undefined;
     let request: RequestLike | undefined;
     try {
       // A promise only the first time a transport with an optional peer is met.
       transport = isThenable(found) ? await found : found;
       carrier = transport.carrier(ctx);
-      if (carrier === undefined || storedOutcome(carrier) !== undefined) return true;
-      request = transport.request(ctx);
+      if (carrier === undefined) return true;
+      stored = storedDecision(carrier);
+      if (stored === undefined) request = transport.request(ctx);
     } catch (error) {
       // A transport that cannot read this context leaves it unlimited rather than fail it.
       this.runtime.reportConfigError(`transport ${ctx.getType()}`, error);
       return true;
     }
-    const { enabled } = this.runtime.options;
-    if (enabled === false || (typeof enabled === 'function' && !(await this.switchedOn(enabled))))
-      return true;
-    // Awaited only when it is a promise: a microtask less per request without `skip`.
-    const skip = this.shouldSkip(ctx);
-    let outcome = NO_LIMIT;
-    let later: Route | undefined;
-    if (!(typeof skip === 'boolean' ? skip : await skip)) {
-      try {
-        outcome = await this.runtime.evaluate(ctx, request);
-        later = this.runtime.afterGuardsOf(ctx);
-      } catch (error) {
-        // A route with invalid policies fails as at bootstrap; anything else comes from a
-        // context the runtime cannot read (no class or handler), which stays unlimited.
-        if (error instanceof RateLimitConfigError) throw error;
-        this.runtime.reportConfigError(`transport ${transport.type}`, error);
-      }
-    }
+    if (stored !== undefined) return this.decidedBefore(ctx, stored);
+    // Stored while it is being decided: calls that share the carrier at once (the items of a
+    // GraphQL list under one field) wait for this decision rather than count again.
+    const deciding = this.decide(ctx, transport, request);
+    storeOutcome(carrier, deciding);
+    const outcome = await deciding;
     storeOutcome(carrier, outcome);
+    if (outcome === SKIPPED) return true;
     this.send(ctx, transport, outcome);
-    if (later !== undefined && outcome.allowed) {
-      decideAfterGuards(carrier, (after) =>
-        this.decideLater(after, transport, carrier!, outcome, later),
-      );
-    }
+    if (outcome.allowed) this.waitForRouteGuards(ctx, transport, carrier, outcome);
     return true;
+  }
+
+  /**
+   * Leaves the policies that need the user, on a route with guards of its own, to be decided
+   * once those guards have run (see `after-guards.ts`).
+   */
+  private waitForRouteGuards(
+    ctx: ExecutionContext,
+    transport: Transport,
+    carrier: object,
+    first: RequestOutcome,
+  ): void {
+    let later: Route | undefined;
+    try {
+      later = this.runtime.afterGuardsOf(ctx);
+    } catch {
+      // A context the runtime cannot read (no class or handler): already reported.
+      return;
+    }
+    if (later === undefined) return;
+    const route = later;
+    decideAfterGuards(carrier, (after) =>
+      this.decideLater(after, transport, carrier, first, route),
+    );
   }
 
   /**
@@ -112,12 +126,53 @@ export class RateLimitGuard implements CanActivate {
    * admitted request, so that a 401 from a later guard still carries them.
    */
   private send(ctx: ExecutionContext, transport: Transport, outcome: RequestOutcome): void {
+    if (outcome === NO_LIMIT) return;
     try {
       transport.setHeaders(ctx, outcome.headers);
     } catch (error) {
       this.runtime.reportConfigError(`transport ${transport.type}`, error);
     }
     if (!outcome.allowed) this.refuse(ctx, outcome);
+  }
+
+  /**
+   * The outcome of one call: {@link SKIPPED} when the kill switch is off or the call is
+   * skipped. Rejects only with the `RateLimitConfigError` of a route with invalid policies.
+   */
+  private async decide(
+    ctx: ExecutionContext,
+    transport: Transport,
+    request: RequestLike | undefined,
+  ): Promise<RequestOutcome> {
+    const { enabled } = this.runtime.options;
+    if (enabled === false || (typeof enabled === 'function' && !(await this.switchedOn(enabled))))
+      return SKIPPED;
+    // Awaited only when it is a promise: a microtask less per request without `skip`.
+    const skip = this.shouldSkip(ctx);
+    if (typeof skip === 'boolean' ? skip : await skip) return SKIPPED;
+    try {
+      return await this.runtime.evaluate(ctx, request);
+    } catch (error) {
+      // A route with invalid policies fails as at bootstrap; anything else comes from a
+      // context the runtime cannot read (no class or handler), which stays unlimited.
+      if (error instanceof RateLimitConfigError) throw error;
+      this.runtime.reportConfigError(`transport ${transport.type}`, error);
+      return NO_LIMIT;
+    }
+  }
+
+  /**
+   * A call whose carrier was decided before (a handler guarded twice), or is being decided
+   * (another item of the same GraphQL list field): counted once, answered alike; the headers
+   * were sent by the call that decided.
+   */
+  private async decidedBefore(
+    ctx: ExecutionContext,
+    stored: RequestOutcome | Promise<RequestOutcome>,
+  ): Promise<boolean> {
+    const outcome = isThenable(stored) ? await stored : stored;
+    if (!outcome.allowed) this.refuse(ctx, outcome);
+    return true;
   }
 
   /** The last answer of an `enabled` function, for when an answer is slow to come. */

@@ -1,4 +1,5 @@
 import type { ExecutionContext } from '@nestjs/common';
+import { graphqlTransport } from './graphql.js';
 import { httpTransport } from './http.js';
 import type { Transport } from './transport.js';
 
@@ -8,6 +9,7 @@ import type { Transport } from './transport.js';
  */
 const TRANSPORTS: readonly Transport[] = [
   httpTransport,
+  graphqlTransport,
   // one line per adapter
 ];
 
