@@ -19,12 +19,9 @@ import WebSocket from 'ws';
 import { RateLimitModule, type RateLimitModuleOptions } from '../../../lib/index.js';
 import { redisUrl } from '../../harness/redis.js';
 import { bootstrap, uniquePrefix } from '../../e2e/support/app.js';
-import { useApolloExpressIntegration } from './apollo-express.js';
 import { loadableMercurius } from './mercurius-interop.js';
 
-// Before any app starts: @nestjs/apollo imports the Express integration at bootstrap, and
-// @nestjs/mercurius is imported below, once Mercurius can be.
-useApolloExpressIntegration();
+// Before any app starts: @nestjs/mercurius is imported below, once Mercurius can be.
 await loadableMercurius();
 
 /** The two stacks of the acceptance: Apollo on Express, Mercurius on Fastify. */
