@@ -81,6 +81,12 @@ export { rateLimitContext, type RateLimitContext } from './nest/context.js';
 export type { RequestOutcome } from './nest/outcome.js';
 export type { Transport } from './nest/transports/transport.js';
 export {
+  recordHandshake,
+  type HandshakeRequest,
+  type WsRateLimitError,
+} from './nest/transports/ws.js';
+export type { ConnectionLimitOptions } from './nest/transports/ws-connection.js';
+export {
   RATE_LIMIT_EVENTS,
   type BlockedDetail,
   type OverrideAppliedDetail,

@@ -1,6 +1,7 @@
 import type { ExecutionContext } from '@nestjs/common';
 import { httpTransport } from './http.js';
 import type { Transport } from './transport.js';
+import { wsTransport } from './ws.js';
 
 /**
  * Every transport adapter. Adding one: its file beside this one (see `transport.ts`), its
@@ -8,6 +9,7 @@ import type { Transport } from './transport.js';
  */
 const TRANSPORTS: readonly Transport[] = [
   httpTransport,
+  wsTransport,
   // one line per adapter
 ];
 
