@@ -87,6 +87,12 @@ export {
 } from './nest/transports/graphql.js';
 export { rateLimitedSubscriptionsAsErrors } from './nest/transports/graphql-ws.js';
 export {
+  recordHandshake,
+  type HandshakeRequest,
+  type WsRateLimitError,
+} from './nest/transports/ws.js';
+export type { ConnectionLimitOptions } from './nest/transports/ws-connection.js';
+export {
   RATE_LIMIT_EVENTS,
   type BlockedDetail,
   type OverrideAppliedDetail,

@@ -20,8 +20,9 @@ import type { Decision, Policy, PolicyInput } from '../core/policy.js';
 import { formatRate, type RateInput } from '../core/rate.js';
 import type { ControlChange, ControlSnapshot } from '../core/stores/store.js';
 import { canonicalIdentity } from '../http/identities.js';
-import { hashIdentity as hashed } from './events.js';
+import { hashIdentity as hashed, RateLimitEvents } from './events.js';
 import { RateLimitRuntime } from './runtime.js';
+import { ConnectionLimiter, type ConnectionLimitOptions } from './transports/ws-connection.js';
 
 /** Options of {@link RateLimitService.setOverride}. */
 export interface OverrideOptions {
@@ -67,6 +68,7 @@ export interface RemovalOptions {
 @Injectable()
 export class RateLimitService {
   private readonly logger = new Logger('RateLimit');
+  private connections: ConnectionLimiter | undefined;
 
   constructor(
     @Inject(RateLimiter) readonly limiter: RateLimiter,
@@ -281,6 +283,34 @@ export class RateLimitService {
     });
     this.audit('rate_limit.exemption_removed', identity, actor, { removed });
     return removed;
+  }
+
+  /**
+   * Limits WebSocket connection attempts per client IP (`ip:` identity, scope `connection`):
+   * call it first in a gateway's `handleConnection`, where guards do not run. A refused client
+   * gets the `exception` event of a refused message (`retryAfter` in **seconds**) and is
+   * disconnected (socket.io `disconnect()`, ws close code 1008). A store failure admits
+   * (logged), or refuses with 503 when fail-closed. See {@link ConnectionLimitOptions}.
+   *
+   * ```ts
+   * if (!(await this.limits.limitConnection(client, '10/m'))) return;
+   * ```
+   * @param client the socket.io `Socket` or the ws `WebSocket`
+   * @param rate `'10/m'` or `{ limit, periodMs }`
+   * @returns true when admitted; false when refused (the client is being disconnected)
+   * @throws {RateLimitConfigError} (a rejection) for an invalid rate or scope
+   */
+  limitConnection(
+    client: object,
+    rate: RateInput,
+    options?: ConnectionLimitOptions,
+  ): Promise<boolean> {
+    this.connections ??= new ConnectionLimiter(
+      this.limiter,
+      this.runtime?.options ?? {},
+      new RateLimitEvents(),
+    );
+    return this.connections.limit(client, rate, options);
   }
 
   private change(identity: string, where: string, change: ControlChange): Promise<ControlSnapshot> {

@@ -80,7 +80,7 @@ describe.each(PLATFORMS)('outside HTTP on %s', (platform) => {
   });
   afterAll(() => h?.close());
 
-  it.each(['rpc', 'ws', 'webhook'])(
+  it.each(['rpc', 'webhook', 'kafka'])(
     'the guard lets a %s context through untouched',
     async (type) => {
       const guard = h.app.get(RateLimitGuard);

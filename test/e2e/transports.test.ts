@@ -151,7 +151,7 @@ describe('rateLimitContext', () => {
     expect(rateLimitContext(contextOf('http', [fastify])).user).toEqual({ id: 'f' });
   });
 
-  it.each(['rpc', 'ws', 'kafka'])(
+  it.each(['rpc', 'kafka'])(
     'on a %s context without an adapter: nothing, and nothing read',
     (type) => {
       expect(rateLimitContext(contextOf(type, [{ headers: {} }, {}]))).toEqual({

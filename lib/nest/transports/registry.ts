@@ -2,6 +2,7 @@ import type { ExecutionContext } from '@nestjs/common';
 import { graphqlTransport } from './graphql.js';
 import { httpTransport } from './http.js';
 import type { Transport } from './transport.js';
+import { wsTransport } from './ws.js';
 
 /**
  * Every transport adapter. Adding one: its file beside this one (see `transport.ts`), its
@@ -10,6 +11,7 @@ import type { Transport } from './transport.js';
 const TRANSPORTS: readonly Transport[] = [
   httpTransport,
   graphqlTransport,
+  wsTransport,
   // one line per adapter
 ];
 

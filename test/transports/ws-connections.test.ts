@@ -1,0 +1,212 @@
+/**
+ * Limits on new WebSocket connections (`RateLimitService.limitConnection`, issue 12, item 3),
+ * and what a client receives when the store is down: fail-open admits, fail-closed refuses
+ * with 503 and a wait of 1 s, for messages and connections alike.
+ */
+import 'reflect-metadata';
+import type { IncomingMessage } from 'node:http';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { Inject } from '@nestjs/common';
+import {
+  MessageBody,
+  SubscribeMessage,
+  WebSocketGateway,
+  type OnGatewayConnection,
+} from '@nestjs/websockets';
+import type { Redis } from 'ioredis';
+import { RateLimit, RateLimitService } from '../../lib/index.js';
+import { CapturingLogger, pollUntil } from '../e2e/support/app.js';
+import {
+  disconnect,
+  newRedis,
+  startRedisServer,
+  type RedisServerHandle,
+} from '../harness/redis.js';
+import { createWsApp, sendTimes, WS_PLATFORMS, type WsAppHandle } from './support/ws-app.js';
+
+/** A socket.io `Socket` (with its handshake) or a ws `WebSocket`. */
+type Client = { handshake?: { headers: IncomingMessage['headers'] } };
+
+/** `x-fail-closed: 1` in the handshake asks for a fail-closed connection limit. */
+function failClosed(client: Client, request?: IncomingMessage): boolean {
+  return (client.handshake?.headers ?? request?.headers)?.['x-fail-closed'] === '1';
+}
+
+@WebSocketGateway()
+class LobbyGateway implements OnGatewayConnection {
+  constructor(@Inject(RateLimitService) private readonly limits: RateLimitService) {}
+
+  async handleConnection(client: Client, request?: IncomingMessage) {
+    await this.limits.limitConnection(client, '3/m', {
+      request,
+      failClosed: failClosed(client, request),
+    });
+  }
+
+  @SubscribeMessage('hello')
+  hello() {
+    return { event: 'welcome', data: 'hi' };
+  }
+
+  @SubscribeMessage('open')
+  @RateLimit('3/m')
+  open(@MessageBody() n: number) {
+    return { event: 'pong', data: n };
+  }
+
+  @SubscribeMessage('closed')
+  @RateLimit('3/m', { failClosed: true })
+  closed(@MessageBody() n: number) {
+    return { event: 'pong', data: n };
+  }
+}
+
+const WELCOME = { event: 'welcome', data: 'hi' };
+/** How each platform reports a server-side disconnect for a 429 and for a 503. */
+const CLOSED = {
+  'socket.io': { 429: 'io server disconnect', 503: 'io server disconnect' },
+  ws: { 429: '1008 Too Many Requests', 503: '1013 Service Unavailable' },
+};
+
+let redis: Redis;
+beforeAll(() => {
+  redis = newRedis();
+});
+afterAll(() => disconnect(redis));
+
+describe.each(WS_PLATFORMS)('connection limits on %s', (platform) => {
+  let h: WsAppHandle;
+  beforeAll(async () => {
+    h = await createWsApp(platform, { trustedProxies: 1 }, [LobbyGateway]);
+  });
+  afterAll(() => h?.close());
+
+  const from = (ip: string) => h.connect({ headers: { 'x-forwarded-for': ip } });
+
+  it('the 4th connection within a minute from one IP is told the wait and disconnected', async () => {
+    for (let i = 0; i < 3; i++)
+      expect(await (await from('203.0.113.20')).send('hello')).toEqual(WELCOME);
+    const fourth = await from('203.0.113.20');
+    expect(await fourth.next()).toEqual({
+      event: 'exception',
+      data: {
+        status: 429,
+        error: 'Too Many Requests',
+        message: 'Too many requests; retry in 20 s',
+        retryAfter: 20,
+      },
+    });
+    expect(await fourth.closed).toEqual({ reason: CLOSED[platform][429] });
+    // Another address has its own budget.
+    expect(await (await from('203.0.113.21')).send('hello')).toEqual(WELCOME);
+    expect((await redis.keys(`${h.prefix}:{ip:*`)).sort()).toEqual([
+      `${h.prefix}:{ip:203.0.113.20}:connection:connection:tb`,
+      `${h.prefix}:{ip:203.0.113.21}:connection:connection:tb`,
+    ]);
+  });
+
+  it('an invalid rate throws RateLimitConfigError from limitConnection, naming it', async () => {
+    const limits = h.app.get(RateLimitService);
+    await expect(limits.limitConnection({}, '3/x')).rejects.toMatchObject({
+      name: 'RateLimitConfigError',
+      message: expect.stringContaining('RateLimitService.limitConnection'),
+    });
+  });
+});
+
+describe.each(WS_PLATFORMS)('Redis stopped, on %s', (platform) => {
+  const logger = new CapturingLogger();
+  let server: RedisServerHandle;
+  let h: WsAppHandle;
+  beforeAll(async () => {
+    server = await startRedisServer();
+    h = await createWsApp(
+      platform,
+      {
+        redis: server.url,
+        timeoutMs: 100,
+        circuitBreaker: { failureThreshold: 2, cooldownMs: 200 },
+      },
+      [LobbyGateway],
+      {
+        logger,
+      },
+    );
+  });
+  afterAll(async () => {
+    await h?.close();
+    await server?.kill();
+  });
+
+  it('fail-open messages are answered; fail-closed ones refused with status 503 and a wait of 1 s', async () => {
+    const client = await h.connect();
+    expect(await client.send('closed', 1)).toEqual({ event: 'pong', data: 1 });
+    await server.kill();
+    expect(await sendTimes(client, 2, 'open')).toEqual([
+      { event: 'pong', data: 1 },
+      { event: 'pong', data: 2 },
+    ]);
+    expect(await client.send('closed', 2)).toEqual({
+      event: 'exception',
+      data: {
+        status: 503,
+        error: 'Service Unavailable',
+        message: 'Rate limiting is unavailable; retry shortly',
+        retryAfter: 1,
+      },
+    });
+  });
+
+  it('a connection is admitted, or refused with 503 and disconnected when fail-closed', async () => {
+    logger.clear();
+    const admitted = await h.connect();
+    expect(await admitted.send('hello')).toEqual(WELCOME);
+    const refused = await h.connect({ headers: { 'x-fail-closed': '1' } });
+    expect(await refused.next()).toEqual({
+      event: 'exception',
+      data: {
+        status: 503,
+        error: 'Service Unavailable',
+        message: 'Rate limiting is unavailable; retry shortly',
+        retryAfter: 1,
+      },
+    });
+    expect(await refused.closed).toEqual({ reason: CLOSED[platform][503] });
+    expect(logger.matching('rate_limit.backend_error')).toEqual([
+      expect.stringContaining('"route":"connection"'),
+    ]);
+  });
+
+  it('after a restart, limiting resumes by itself', async () => {
+    await server.restart();
+    // Bounded poll: the client reconnects and the circuit breaker probes after its cool-down.
+    const polling = await h.connect();
+    let n = 0;
+    const back = await pollUntil(
+      async () => (await polling.send('closed', ++n)).event === 'pong',
+      5000,
+    );
+    expect(back).toBe(true);
+    const socket = await h.connect({ headers: { 'x-fail-closed': '1' } });
+    expect(await socket.send('hello')).toEqual(WELCOME);
+  });
+});
+
+describe('connection limits in shadow mode', () => {
+  const logger = new CapturingLogger();
+  let h: WsAppHandle;
+  beforeAll(async () => {
+    h = await createWsApp('socket.io', { mode: 'shadow' }, [LobbyGateway], { logger });
+  });
+  afterAll(() => h?.close());
+
+  it('admit the 4th connection and log rate_limit.shadow_blocked', async () => {
+    for (let i = 0; i < 4; i++) expect(await (await h.connect()).send('hello')).toEqual(WELCOME);
+    // Messages are answered while handleConnection still awaits its limit: wait for its line.
+    const logged = () => logger.matching('rate_limit.shadow_blocked').length > 0;
+    expect(await pollUntil(async () => logged(), 5000)).toBe(true);
+    expect(logger.matching('rate_limit.shadow_blocked')).toEqual([
+      expect.stringMatching(/"route":"connection".*"policy":"connection"/),
+    ]);
+  });
+});
