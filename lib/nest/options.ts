@@ -46,6 +46,13 @@ export interface RateLimitModuleOptions {
   trustedProxies?: number;
   /** IPv6 clients are grouped by this prefix length. Default 64. */
   ipv6Subnet?: number;
+  /**
+   * Clients never limited, like `skip` (no store call, no headers): IPv4 and IPv6 addresses
+   * and CIDR ranges (`['10.0.0.0/8', '2001:db8::/32', '203.0.113.7']`), matched against the
+   * whole client address as `trustedProxies` finds it (not grouped by `ipv6Subnet`). A range
+   * with host bits set (`10.0.0.1/8`) fails the start. Default: none.
+   */
+  allowList?: readonly string[];
   /** Replaces the 429 message. */
   errorMessage?: string | ((decision: Decision) => string);
   /** Register the guard for every route. Default true; false for `@UseGuards(RateLimitGuard)`. */

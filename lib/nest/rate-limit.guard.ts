@@ -47,8 +47,9 @@ export class RateLimitGuard implements CanActivate {
     const { enabled } = this.runtime.options;
     if (enabled === false || (typeof enabled === 'function' && !(await this.switchedOn(enabled))))
       return true;
-    // Awaited only when it is a promise: a microtask less per request without `skip`.
-    const skip = this.shouldSkip(ctx);
+    // The allow-list before `skip`, and apart from `shouldSkip`: a subclass that overrides
+    // it keeps the list. Awaited only when it is a promise: a microtask less per request.
+    const skip = this.runtime.allowList?.allows(request) === true || this.shouldSkip(ctx);
     let outcome = NO_LIMIT;
     if (!(typeof skip === 'boolean' ? skip : await skip)) {
       try {

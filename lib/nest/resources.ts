@@ -1,6 +1,7 @@
 import { Logger } from '@nestjs/common';
 import type { Cluster, Redis, RedisOptions } from 'ioredis';
 import { RateLimiter } from '../core/limiter.js';
+import { AllowList } from '../http/allow-list.js';
 import { ALGORITHMS } from '../core/policy.js';
 import { quote, RateLimitConfigError } from '../core/errors.js';
 import { MemoryStore } from '../core/stores/memory-store.js';
@@ -124,6 +125,7 @@ export function validateOptions(options: RateLimitModuleOptions): void {
     fail('redis', 'a URL, ioredis options, or a Redis or Cluster client');
   }
   validateMetricsOption(options.metrics);
+  if (options.allowList !== undefined) new AllowList(options.allowList, options, WHERE);
   // The limiter's own options and the default policy, before any connection is opened:
   // a start that fails must leave nothing behind.
   try {

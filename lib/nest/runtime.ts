@@ -3,6 +3,7 @@ import { performance } from 'node:perf_hooks';
 import { RateLimitBackendError } from '../core/errors.js';
 import type { RateLimiter } from '../core/limiter.js';
 import type { Algorithm, Policy } from '../core/policy.js';
+import { AllowList } from '../http/allow-list.js';
 import type { RequestLike } from '../http/ip.js';
 import { messageOf, RATE_LIMIT_EVENTS, type RateLimitEvents } from './events.js';
 import { identitiesOf, type IdentityOf } from './identities.js';
@@ -25,6 +26,8 @@ export class RateLimitRuntime {
   private readonly outcomes: Outcomes;
   /** Set only when `onDecision` or `metrics` is: otherwise requests pay nothing for them. */
   private readonly observer: DecisionObserver | undefined;
+  /** Clients never limited (the `allowList` option); undefined without one. */
+  readonly allowList: AllowList | undefined;
 
   constructor(
     readonly limiter: RateLimiter,
@@ -35,6 +38,10 @@ export class RateLimitRuntime {
     this.routes = new RouteTable(options);
     this.policies = new PolicyResolver(options, events);
     this.outcomes = new Outcomes(options, events);
+    this.allowList =
+      options.allowList === undefined
+        ? undefined
+        : new AllowList(options.allowList, options, 'RateLimitModule options');
     this.observer =
       options.onDecision || metrics
         ? new DecisionObserver(options.onDecision, metrics, (where, error) =>
