@@ -144,7 +144,8 @@ function nearLimit(p: PolicyDecision): boolean {
   return p.remaining * 5 < p.limit;
 }
 
-function outcomeOf(t: Trace, allowed: boolean): DecisionOutcome {
+/** How a traced request was decided (see {@link DecisionOutcome}). */
+export function outcomeOf(t: Trace, allowed: boolean): DecisionOutcome {
   if (!allowed) return t.decision && !t.decision.allowed ? 'blocked' : 'failed_closed';
   // Admitted without any decision: the enforced call failed (or a function did), or the
   // route has only shadow policies and their call failed.

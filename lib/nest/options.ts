@@ -76,6 +76,14 @@ export interface RateLimitModuleOptions {
    */
   metrics?: boolean | MetricsOptions;
   /**
+   * OpenTelemetry: each decision adds `ratelimit.*` attributes to the active span (it creates
+   * none), through `@opentelemetry/api`, an optional peer loaded once at bootstrap. Default:
+   * on when the API is installed, off otherwise; without a registered SDK or a recording
+   * span a request pays one `trace.getActiveSpan()` call. `false` never loads the API;
+   * `true` fails the start with `ERR_RATE_LIMIT_OPTION` when it is missing.
+   */
+  tracing?: boolean;
+  /**
    * The kill switch: `false` (or a function answering false) limits nothing, sends no
    * rate-limit headers and makes no Redis call. A function is asked on every request; one
    * that throws counts as `true` (logged as `rate_limit.config_error`). Default `true`.

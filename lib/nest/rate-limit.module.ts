@@ -131,7 +131,7 @@ function build(
       {
         provide: RateLimitRuntime,
         useFactory: (limiter: RateLimiter, o: RateLimitModuleOptions, r: Resources) =>
-          new RateLimitRuntime(limiter, o, new RateLimitEvents(), r.metrics),
+          new RateLimitRuntime(limiter, o, new RateLimitEvents(), r.metrics, r.tracing),
         inject: [RateLimiter, RATE_LIMIT_OPTIONS, RESOURCES],
       },
       RateLimitService,

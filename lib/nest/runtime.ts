@@ -14,6 +14,7 @@ import { NO_LIMIT, Outcomes, type RequestOutcome } from './outcome.js';
 import { PolicyResolver } from './policies.js';
 import { RouteTable, type Route, type Target } from './routes.js';
 import { countShadow } from './shadow.js';
+import type { DecisionTracing } from './tracing.js';
 
 /**
  * Everything the guard needs, built once at bootstrap from the module options: the rules of
@@ -34,6 +35,8 @@ export class RateLimitRuntime {
     readonly options: RateLimitModuleOptions,
     private readonly events: RateLimitEvents,
     metrics?: RateLimitMetrics,
+    /** Annotates the active span, when `@opentelemetry/api` is loaded (see `tracing`). */
+    private readonly tracing?: DecisionTracing,
   ) {
     this.routes = new RouteTable(options);
     this.policies = new PolicyResolver(options, events);
@@ -83,12 +86,17 @@ export class RateLimitRuntime {
     if (route.enforced.length === 0 && route.shadowed.length === 0) return NO_LIMIT;
     const identities = identitiesOf(ctx, request, route.name, this.options, this.events);
     const observer = this.observer;
-    if (observer === undefined) return this.decide(ctx, route, identities, undefined);
+    // Undefined unless an OpenTelemetry SDK records a span for this request.
+    const span = this.tracing?.activeSpan();
+    if (observer === undefined && span === undefined) {
+      return this.decide(ctx, route, identities, undefined);
+    }
     const trace: Trace = {
       identity: await identities((route.enforced[0] ?? route.shadowed[0])!.key),
     };
     const outcome = await this.decide(ctx, route, identities, trace);
-    observer.finish(route.name, trace, outcome.allowed);
+    observer?.finish(route.name, trace, outcome.allowed);
+    if (span) this.tracing!.annotate(span, trace, outcome.allowed);
     return outcome;
   }
 
