@@ -33,19 +33,43 @@ export interface IpOptions {
  * when there is no address at all.
  */
 export function clientIp(request: RequestLike, options: IpOptions = {}): string {
-  const subnet = options.ipv6Subnet ?? 64;
-  if (options.trustedProxies) {
-    const forwarded = forwardedFor(request, options.trustedProxies);
-    const address = forwarded === undefined ? undefined : normalizeIp(forwarded, subnet);
+  return (
+    pickAddress(request, options.trustedProxies, normalizeIp, options.ipv6Subnet ?? 64) ?? 'unknown'
+  );
+}
+
+/**
+ * The client address by the rules of {@link clientIp} (`trustedProxies`, IPv4-mapped IPv6 to
+ * IPv4), but whole: IPv6 in canonical form without grouping by `ipv6Subnet`, for matching
+ * against ranges (the allow-list). Undefined when there is no address.
+ */
+export function clientAddress(request: RequestLike, options: IpOptions = {}): string | undefined {
+  return pickAddress(request, options.trustedProxies, exactIp, undefined);
+}
+
+/**
+ * The trust rules, once for {@link clientIp} and {@link clientAddress}: `parse` normalises an
+ * address (undefined when it is none); module functions rather than closures, since this runs
+ * on every request.
+ */
+function pickAddress<T>(
+  request: RequestLike,
+  trustedProxies: number | undefined,
+  parse: (address: string, arg: T) => string | undefined,
+  arg: T,
+): string | undefined {
+  if (trustedProxies) {
+    const forwarded = forwardedFor(request, trustedProxies);
+    const address = forwarded === undefined ? undefined : parse(forwarded, arg);
     if (address !== undefined) return address;
     // The proxy sent something that is no address: the peer of this connection is the
     // best we know. Not `request.ip`, which an app trusting every proxy reads from the
     // same untrusted header.
     const peer = request.socket?.remoteAddress ?? request.ip;
-    return (peer && normalizeIp(peer, subnet)) ?? 'unknown';
+    return peer ? parse(peer, arg) : undefined;
   }
   const address = request.ip ?? request.socket?.remoteAddress;
-  return (address && normalizeIp(address, subnet)) ?? 'unknown';
+  return address ? parse(address, arg) : undefined;
 }
 
 /**
@@ -93,6 +117,16 @@ export function normalizeIp(address: string, ipv6Subnet = 64): string | undefine
     return g & (0xffff << (16 - kept)) & 0xffff;
   });
   return `${canonical(masked.map((g) => g.toString(16)).join(':'))}/${bits}`;
+}
+
+/**
+ * One address, whole: IPv4 as written, IPv4-mapped IPv6 as IPv4, other IPv6 in canonical
+ * form (RFC 5952); a port or zone is dropped. Undefined for anything else, a range included.
+ */
+function exactIp(address: string): string | undefined {
+  const normalized = normalizeIp(address, 128);
+  // With 128 bits, normalizeIp still accepts a range (`2001:db8::/64`): an address has none.
+  return normalized === undefined || address.includes('/') ? undefined : normalized;
 }
 
 /** RFC 5952 text of an IPv6 address (lower case, longest zero run as `::`). */

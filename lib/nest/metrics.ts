@@ -95,8 +95,9 @@ export async function createMetrics(
 }
 
 /**
- * The Prometheus metrics of one module. Labels are policy names, outcomes and error
- * kinds only: never identities or routes, whose values are unbounded.
+ * The Prometheus metrics of one module. Labels are scopes, policy names, outcomes and error
+ * kinds only: each comes from code (decorators) or the module options, so their set is
+ * finite. Never identities or request paths, whose values are unbounded.
  */
 export class RateLimitMetrics {
   private readonly decisions: { inc(labels: Record<string, string>): void };
@@ -137,8 +138,8 @@ export class RateLimitMetrics {
       names.decisions,
       new prom.Counter({
         name: names.decisions,
-        help: 'Rate-limit decisions per policy: allowed, blocked, or shadow_blocked (a shadow policy would have refused).',
-        labelNames: ['policy', 'outcome'],
+        help: 'Rate-limit decisions per scope and policy: allowed, blocked, or shadow_blocked (a shadow policy would have refused).',
+        labelNames: ['scope', 'policy', 'outcome'],
         registers,
       }),
     );
@@ -176,8 +177,8 @@ export class RateLimitMetrics {
       names.nearLimit,
       new prom.Counter({
         name: names.nearLimit,
-        help: 'Admitted requests that left less than 20% of a policy limit remaining.',
-        labelNames: ['policy'],
+        help: 'Admitted requests that left less than 20% of a policy limit remaining, per scope and policy.',
+        labelNames: ['scope', 'policy'],
         registers,
       }),
     );
@@ -188,10 +189,13 @@ export class RateLimitMetrics {
     this.circuit = state;
   }
 
-  /** Counts one policy's verdict; `nearLimit` when it admitted with < 20 % of its limit left. */
-  decision(policy: string, outcome: MetricOutcome, nearLimit: boolean): void {
-    this.decisions.inc({ policy, outcome });
-    if (nearLimit) this.nearLimit.inc({ policy });
+  /**
+   * Counts one policy's verdict; `nearLimit` when it admitted with < 20 % of its limit left.
+   * @param scope the policy's budget: `Controller.handler`, `global`, or the scope it names
+   */
+  decision(scope: string, policy: string, outcome: MetricOutcome, nearLimit: boolean): void {
+    this.decisions.inc({ scope, policy, outcome });
+    if (nearLimit) this.nearLimit.inc({ scope, policy });
   }
 
   /** Counts a failed store call. */

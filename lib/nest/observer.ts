@@ -113,15 +113,30 @@ function record(metrics: RateLimitMetrics, t: Trace): void {
   else if (t.shadowMs !== undefined) metrics.storeCall(t.shadowMs);
   const { decision, shadowDecision } = t;
   if (decision) {
-    for (const p of decision.policies) {
-      metrics.decision(p.name, p.allowed ? 'allowed' : 'blocked', decision.allowed && nearLimit(p));
-    }
+    decision.policies.forEach((p, i) => {
+      const outcome = p.allowed ? 'allowed' : 'blocked';
+      metrics.decision(
+        scopeOf(t.enforcing![i]!),
+        p.name,
+        outcome,
+        decision.allowed && nearLimit(p),
+      );
+    });
   }
   if (shadowDecision) {
-    for (const p of shadowDecision.policies) {
-      metrics.decision(p.name, p.allowed ? 'allowed' : 'shadow_blocked', p.allowed && nearLimit(p));
-    }
+    shadowDecision.policies.forEach((p, i) => {
+      const outcome = p.allowed ? 'allowed' : 'shadow_blocked';
+      metrics.decision(scopeOf(t.shadowEntries![i]!), p.name, outcome, p.allowed && nearLimit(p));
+    });
   }
+}
+
+/**
+ * The scope an entry is counted under, as the limiter keys it: the policy's own, else the
+ * entry's (`Controller.handler` or `global`, filled in by the route table).
+ */
+export function scopeOf(entry: LimitEntry): string {
+  return entry.policy.scope ?? entry.scope ?? 'global';
 }
 
 /** Less than 20 % of the limit remains (in integers: remaining * 5 < limit). */
@@ -129,7 +144,8 @@ function nearLimit(p: PolicyDecision): boolean {
   return p.remaining * 5 < p.limit;
 }
 
-function outcomeOf(t: Trace, allowed: boolean): DecisionOutcome {
+/** How a traced request was decided (see {@link DecisionOutcome}). */
+export function outcomeOf(t: Trace, allowed: boolean): DecisionOutcome {
   if (!allowed) return t.decision && !t.decision.allowed ? 'blocked' : 'failed_closed';
   // Admitted without any decision: the enforced call failed (or a function did), or the
   // route has only shadow policies and their call failed.

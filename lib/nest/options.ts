@@ -59,6 +59,13 @@ export interface RateLimitModuleOptions {
   trustedProxies?: number;
   /** IPv6 clients are grouped by this prefix length. Default 64. */
   ipv6Subnet?: number;
+  /**
+   * Clients never limited, like `skip` (no store call, no headers): IPv4 and IPv6 addresses
+   * and CIDR ranges (`['10.0.0.0/8', '2001:db8::/32', '203.0.113.7']`), matched against the
+   * whole client address as `trustedProxies` finds it (not grouped by `ipv6Subnet`). A range
+   * with host bits set (`10.0.0.1/8`) fails the start. Default: none.
+   */
+  allowList?: readonly string[];
   /** Replaces the 429 message. */
   errorMessage?: string | ((decision: Decision) => string);
   /** Register the guard for every route. Default true; false for `@UseGuards(RateLimitGuard)`. */
@@ -87,6 +94,14 @@ export interface RateLimitModuleOptions {
    * Default: no metrics, and prom-client is never loaded.
    */
   metrics?: boolean | MetricsOptions;
+  /**
+   * OpenTelemetry: each decision adds `ratelimit.*` attributes to the active span (it creates
+   * none), through `@opentelemetry/api`, an optional peer loaded once at bootstrap. Default:
+   * on when the API is installed, off otherwise; without a registered SDK or a recording
+   * span a request pays one `trace.getActiveSpan()` call. `false` never loads the API;
+   * `true` fails the start with `ERR_RATE_LIMIT_OPTION` when it is missing.
+   */
+  tracing?: boolean;
   /**
    * The kill switch: `false` (or a function answering false) limits nothing, sends no
    * rate-limit headers and makes no Redis call. A function is asked on every request; one

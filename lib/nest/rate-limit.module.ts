@@ -213,7 +213,7 @@ function build(
       {
         provide: RateLimitRuntime,
         useFactory: (limiter: RateLimiter, o: RateLimitModuleOptions, r: Resources) =>
-          new RateLimitRuntime(limiter, o, new RateLimitEvents(), r.metrics, global),
+          new RateLimitRuntime(limiter, o, new RateLimitEvents(), r.metrics, r.tracing, global),
         inject: [RateLimiter, RATE_LIMIT_OPTIONS, RESOURCES],
       },
       RateLimitService,

@@ -1,6 +1,7 @@
 import { Logger } from '@nestjs/common';
 import type { Cluster, Redis, RedisOptions } from 'ioredis';
 import { RateLimiter } from '../core/limiter.js';
+import { AllowList } from '../http/allow-list.js';
 import { ALGORITHMS } from '../core/policy.js';
 import { quote, RateLimitConfigError } from '../core/errors.js';
 import { MemoryStore } from '../core/stores/memory-store.js';
@@ -14,6 +15,7 @@ import {
 } from './metrics.js';
 import type { RateLimitModuleOptions } from './options.js';
 import { declareDefaults } from './routes.js';
+import { createTracing, type DecisionTracing, type OtelApiLoader } from './tracing.js';
 
 const WHERE = 'RateLimitModule options';
 
@@ -25,6 +27,8 @@ export interface Resources {
   readonly ownsStore: boolean;
   /** The Prometheus metrics, when the `metrics` option asks for them. */
   readonly metrics?: RateLimitMetrics;
+  /** The OpenTelemetry span annotation, unless `tracing` is false or the API is missing. */
+  readonly tracing?: DecisionTracing;
 }
 
 /**
@@ -94,7 +98,7 @@ export function validateOptions(options: RateLimitModuleOptions): void {
   ) {
     fail('headers', "a boolean or { legacy?: boolean, standard?: 'draft-10' | false }");
   }
-  for (const name of ['failClosed', 'global'] as const) {
+  for (const name of ['failClosed', 'global', 'tracing'] as const) {
     if (options[name] !== undefined && typeof options[name] !== 'boolean') fail(name, 'a boolean');
   }
   if (
@@ -124,6 +128,7 @@ export function validateOptions(options: RateLimitModuleOptions): void {
     fail('redis', 'a URL, ioredis options, or a Redis or Cluster client');
   }
   validateMetricsOption(options.metrics);
+  if (options.allowList !== undefined) new AllowList(options.allowList, options, WHERE);
   // The limiter's own options and the default policy, before any connection is opened:
   // a start that fails must leave nothing behind.
   try {
@@ -154,13 +159,15 @@ export async function createResources(
   options: RateLimitModuleOptions,
   logger = new Logger('RateLimit'),
   loadPromClient?: PromClientLoader,
+  loadOtelApi?: OtelApiLoader,
 ): Promise<Resources> {
   validateOptions(options);
   // Before any connection is opened, so a missing prom-client leaves nothing behind.
   const metrics = await createMetrics(options.metrics, loadPromClient);
+  const tracing = await createTracing(options.tracing, loadOtelApi);
   const { redis, store } = options;
   if (store !== undefined && store !== 'memory')
-    return { store, client: undefined, ownsClient: false, ownsStore: false, metrics };
+    return { store, client: undefined, ownsClient: false, ownsStore: false, metrics, tracing };
   if (redis === undefined) {
     if (store === undefined) {
       logger.warn(
@@ -173,6 +180,7 @@ export async function createResources(
       ownsClient: false,
       ownsStore: true,
       metrics,
+      tracing,
     };
   }
   if (isClient(redis))
@@ -182,9 +190,17 @@ export async function createResources(
       ownsClient: false,
       ownsStore: false,
       metrics,
+      tracing,
     };
   const client = await connect(redis, options.connectTimeoutMs ?? 1000, logger);
-  return { store: new RedisStore({ client }), client, ownsClient: true, ownsStore: false, metrics };
+  return {
+    store: new RedisStore({ client }),
+    client,
+    ownsClient: true,
+    ownsStore: false,
+    metrics,
+    tracing,
+  };
 }
 
 function isClient(redis: unknown): redis is Redis | Cluster {

@@ -3,6 +3,7 @@ import { performance } from 'node:perf_hooks';
 import { RateLimitBackendError } from '../core/errors.js';
 import type { RateLimiter } from '../core/limiter.js';
 import type { Algorithm, Policy } from '../core/policy.js';
+import { AllowList } from '../http/allow-list.js';
 import type { RequestLike } from '../http/ip.js';
 import { messageOf, RATE_LIMIT_EVENTS, type RateLimitEvents } from './events.js';
 import { identitiesOf, type IdentityOf } from './identities.js';
@@ -13,6 +14,7 @@ import { NO_LIMIT, Outcomes, type RequestOutcome } from './outcome.js';
 import { PolicyResolver } from './policies.js';
 import { RouteTable, type Route, type Target } from './routes.js';
 import { countShadow } from './shadow.js';
+import type { DecisionTracing } from './tracing.js';
 
 /**
  * Everything the guard needs, built once at bootstrap from the module options: the rules of
@@ -25,6 +27,8 @@ export class RateLimitRuntime {
   private readonly outcomes: Outcomes;
   /** Set only when `onDecision` or `metrics` is: otherwise requests pay nothing for them. */
   private readonly observer: DecisionObserver | undefined;
+  /** Clients never limited (the `allowList` option); undefined without one. */
+  readonly allowList: AllowList | undefined;
 
   /**
    * @param global the module's guard is global (`APP_GUARD`): on HTTP routes with guards of
@@ -35,11 +39,17 @@ export class RateLimitRuntime {
     readonly options: RateLimitModuleOptions,
     private readonly events: RateLimitEvents,
     metrics?: RateLimitMetrics,
+    /** Annotates the active span, when `@opentelemetry/api` is loaded (see `tracing`). */
+    private readonly tracing?: DecisionTracing,
     global = false,
   ) {
     this.routes = new RouteTable(options, global);
     this.policies = new PolicyResolver(options, events);
     this.outcomes = new Outcomes(options, events);
+    this.allowList =
+      options.allowList === undefined
+        ? undefined
+        : new AllowList(options.allowList, options, 'RateLimitModule options');
     this.observer =
       options.onDecision || metrics
         ? new DecisionObserver(options.onDecision, metrics, (where, error) =>
@@ -98,12 +108,17 @@ export class RateLimitRuntime {
     if (route.enforced.length === 0 && route.shadowed.length === 0) return NO_LIMIT;
     const identities = identitiesOf(ctx, request, route.name, this.options, this.events);
     const observer = this.observer;
-    if (observer === undefined) return this.decide(ctx, route, identities, undefined);
+    // Undefined unless an OpenTelemetry SDK records a span for this request.
+    const span = this.tracing?.activeSpan();
+    if (observer === undefined && span === undefined) {
+      return this.decide(ctx, route, identities, undefined);
+    }
     const trace: Trace = {
       identity: await identities((route.enforced[0] ?? route.shadowed[0])!.key),
     };
     const outcome = await this.decide(ctx, route, identities, trace);
-    observer.finish(route.name, trace, outcome.allowed);
+    observer?.finish(route.name, trace, outcome.allowed);
+    if (span) this.tracing!.annotate(span, trace, outcome.allowed);
     return outcome;
   }
 

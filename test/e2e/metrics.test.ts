@@ -118,13 +118,13 @@ describe.each(PLATFORMS)('metrics on %s', (platform) => {
     const scraped = await scrape(registry);
     expect(withoutBuckets(scraped)).toEqual({
       rate_limit_circuit_open: 0,
-      'rate_limit_decisions_total{policy="default",outcome="allowed"}': 5,
-      'rate_limit_decisions_total{policy="default",outcome="blocked"}': 2,
-      'rate_limit_decisions_total{policy="ten",outcome="allowed"}': 10,
-      'rate_limit_decisions_total{policy="ten",outcome="blocked"}': 2,
+      'rate_limit_decisions_total{scope="MetricsController.five",policy="default",outcome="allowed"}': 5,
+      'rate_limit_decisions_total{scope="MetricsController.five",policy="default",outcome="blocked"}': 2,
+      'rate_limit_decisions_total{scope="MetricsController.ten",policy="ten",outcome="allowed"}': 10,
+      'rate_limit_decisions_total{scope="MetricsController.ten",policy="ten",outcome="blocked"}': 2,
       // Remaining < 20 % of the limit: 0 of 5; 1 and 0 of 10.
-      'rate_limit_near_limit_total{policy="default"}': 1,
-      'rate_limit_near_limit_total{policy="ten"}': 2,
+      'rate_limit_near_limit_total{scope="MetricsController.five",policy="default"}': 1,
+      'rate_limit_near_limit_total{scope="MetricsController.ten",policy="ten"}': 2,
       // One store call per decided request.
       rate_limit_store_duration_seconds_count: 19,
       rate_limit_store_duration_seconds_sum: expect.any(Number),
@@ -136,24 +136,34 @@ describe.each(PLATFORMS)('metrics on %s', (platform) => {
       expect.arrayContaining(['0.0001', '0.001', '0.01', '0.1', '+Inf']),
     );
     expect(scraped['rate_limit_store_duration_seconds_bucket{le="+Inf"}']).toBe(19);
-    // No label carries an identity or a route.
-    expect(await registry.metrics()).not.toContain('counted');
-    expect(await registry.metrics()).not.toContain('MetricsController');
+    // No label carries an identity or a request path; routes appear only as the scopes of
+    // their policies, which come from the code.
+    const text = await registry.metrics();
+    expect(text).not.toContain('counted');
+    expect(text).not.toContain('/m/');
+    expect(new Set([...text.matchAll(/scope="([^"]*)"/g)].map((m) => m[1]))).toEqual(
+      new Set(['MetricsController.five', 'MetricsController.ten']),
+    );
   });
 
   it('shadow policies count as shadow_blocked, beside the enforced outcomes', async () => {
     const replies = await times(5, () => h.get('/m/shadow', { 'x-user': 'shadowed' }));
     expect(replies.map((r) => r.status)).toEqual([200, 200, 200, 200, 429]);
     const scraped = await scrape(registry);
+    const decisions = (policy: string, outcome: string) =>
+      scraped[
+        `rate_limit_decisions_total{scope="MetricsController.shadow",policy="${policy}",outcome="${outcome}"}`
+      ];
+    const near = (policy: string) =>
+      scraped[`rate_limit_near_limit_total{scope="MetricsController.shadow",policy="${policy}"}`];
     expect({
-      enforcedAllowed: scraped['rate_limit_decisions_total{policy="enforced",outcome="allowed"}'],
-      enforcedBlocked: scraped['rate_limit_decisions_total{policy="enforced",outcome="blocked"}'],
-      trialAllowed: scraped['rate_limit_decisions_total{policy="trial",outcome="allowed"}'],
+      enforcedAllowed: decisions('enforced', 'allowed'),
+      enforcedBlocked: decisions('enforced', 'blocked'),
+      trialAllowed: decisions('trial', 'allowed'),
       // Decided only for the 4 requests `enforced` admitted: 2 admitted, 2 would-be refusals.
-      trialShadowBlocked:
-        scraped['rate_limit_decisions_total{policy="trial",outcome="shadow_blocked"}'],
-      enforcedNear: scraped['rate_limit_near_limit_total{policy="enforced"}'],
-      trialNear: scraped['rate_limit_near_limit_total{policy="trial"}'],
+      trialShadowBlocked: decisions('trial', 'shadow_blocked'),
+      enforcedNear: near('enforced'),
+      trialNear: near('trial'),
       // 19 before, then 5 enforced calls and 4 shadow calls.
       storeCalls: scraped['rate_limit_store_duration_seconds_count'],
     }).toEqual({
@@ -213,7 +223,7 @@ describe('a stopped Redis in the metrics and decision events', () => {
       // The first two calls failed; the circuit then skipped the last two.
       'rate_limit_backend_errors_total{kind="unavailable"}': 4,
       rate_limit_circuit_open: 1,
-      'rate_limit_decisions_total{policy="default",outcome="allowed"}': 1,
+      'rate_limit_decisions_total{scope="MetricsController.five",policy="default",outcome="allowed"}': 1,
       // Only the call that answered is timed.
       rate_limit_store_duration_seconds_count: 1,
       rate_limit_store_duration_seconds_sum: expect.any(Number),
@@ -472,7 +482,7 @@ describe('bootstrap', () => {
       expect((await first.get('/m/five')).status).toBe(200);
       expect(
         samples(await globalRegister.metrics()).get(
-          'rate_limit_decisions_total{policy="default",outcome="allowed"}',
+          'rate_limit_decisions_total{scope="MetricsController.five",policy="default",outcome="allowed"}',
         ),
       ).toBe(1);
       const clash = await bootstrap(
@@ -496,7 +506,7 @@ describe('bootstrap', () => {
       await prefixed.get('/m/five');
       expect(
         samples(await globalRegister.metrics()).get(
-          'api_rl_decisions_total{policy="default",outcome="allowed"}',
+          'api_rl_decisions_total{scope="MetricsController.five",policy="default",outcome="allowed"}',
         ),
       ).toBe(1);
     } finally {
