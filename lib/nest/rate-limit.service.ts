@@ -1,58 +1,21 @@
-import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
-import {
-  checkActor,
-  checkOverridePolicy,
-  checkOverrideScope,
-  checkReason,
-  checkTtlMs,
-  EXEMPT_FIELD,
-  overrideField,
-  overrideValue,
-  readControl,
-  type ControlEntries,
-} from '../core/control.js';
-import { quote, RateLimitConfigError } from '../core/errors.js';
+import { Inject, Injectable, Optional } from '@nestjs/common';
+import type { ControlEntries } from '../core/control.js';
 import type { InspectedPolicy } from '../core/inspect.js';
-import { controlKey } from '../core/keys.js';
 import type { ConsumeOptions, LimitEntry, Policies } from '../core/limiter.js';
 import { RateLimiter } from '../core/limiter.js';
 import type { Decision, Policy, PolicyInput } from '../core/policy.js';
-import { formatRate, type RateInput } from '../core/rate.js';
-import type { ControlChange, ControlSnapshot } from '../core/stores/store.js';
-import { canonicalIdentity } from '../http/identities.js';
-import { hashIdentity as hashed, RateLimitEvents } from './events.js';
+import type { RateInput } from '../core/rate.js';
+import {
+  ControlChanges,
+  type ExemptionOptions,
+  type OverrideOptions,
+  type RemovalOptions,
+} from './control-changes.js';
+import { RateLimitEvents } from './events.js';
 import { RateLimitRuntime } from './runtime.js';
 import { ConnectionLimiter, type ConnectionLimitOptions } from './transports/ws-connection.js';
 
-/** Options of {@link RateLimitService.setOverride}. */
-export interface OverrideOptions {
-  /** The policy name it applies to; `'*'` (the default) for every policy of the scope. */
-  policy?: string;
-  /** How long it lasts, in **ms**: an integer from 1 to 2^31-1 (about 24.8 days). */
-  ttlMs: number;
-  /** Why, for the audit log and the listing: 1 to 200 characters. */
-  reason: string;
-  /** Capacity of token-bucket and GCRA policies while it lasts (ignored by the windows). Default: the limit. */
-  burst?: number;
-  /** Who made the change (an operator's name or id), for the audit line: 1 to 200 characters. */
-  actor?: string;
-}
-
-/** Options of {@link RateLimitService.exempt}. */
-export interface ExemptionOptions {
-  /** How long it lasts, in **ms**: an integer from 1 to 2^31-1. */
-  ttlMs: number;
-  /** Why, for the audit log and the listing: 1 to 200 characters. */
-  reason: string;
-  /** Who made the change (an operator's name or id), for the audit line: 1 to 200 characters. */
-  actor?: string;
-}
-
-/** Options of {@link RateLimitService.removeOverride} and {@link RateLimitService.removeExemption}. */
-export interface RemovalOptions {
-  /** Who made the change (an operator's name or id), for the audit line: 1 to 200 characters. */
-  actor?: string;
-}
+export type { ExemptionOptions, OverrideOptions, RemovalOptions } from './control-changes.js';
 
 /**
  * The limiter for code that is not an HTTP route (jobs, webhooks, queue consumers), and
@@ -67,13 +30,15 @@ export interface RemovalOptions {
  */
 @Injectable()
 export class RateLimitService {
-  private readonly logger = new Logger('RateLimit');
   private connections: ConnectionLimiter | undefined;
+  private readonly controls: ControlChanges;
 
   constructor(
     @Inject(RateLimiter) readonly limiter: RateLimiter,
     @Optional() @Inject(RateLimitRuntime) private readonly runtime?: RateLimitRuntime,
-  ) {}
+  ) {
+    this.controls = new ControlChanges(limiter, runtime?.options.ipv6Subnet);
+  }
 
   /** See {@link RateLimiter.consume}. */
   consume(identity: string, policies: Policies, options?: ConsumeOptions): Promise<Decision> {
@@ -132,7 +97,9 @@ export class RateLimitService {
   reset(identity: string, scope?: string): Promise<number> {
     // A bad identity is the limiter's to refuse, with its own message.
     return this.limiter.reset(
-      typeof identity === 'string' ? this.canonical(identity) : identity,
+      typeof identity === 'string' && identity !== ''
+        ? this.controls.identity(identity, 'RateLimitService.reset')
+        : identity,
       scope,
     );
   }
@@ -152,8 +119,7 @@ export class RateLimitService {
     scope?: string,
     policies?: readonly (Policy | PolicyInput)[],
   ): Promise<InspectedPolicy[]> {
-    checkIdentity(identity, 'RateLimitService.inspect');
-    identity = this.canonical(identity);
+    identity = this.controls.identity(identity, 'RateLimitService.inspect');
     return this.limiter.inspect(identity, {
       scope,
       policies,
@@ -175,38 +141,13 @@ export class RateLimitService {
    *   `ttlMs` or reason, or a store without `control`
    * @throws {RateLimitBackendError} when the store fails
    */
-  async setOverride(
+  setOverride(
     identity: string,
     scope: string,
     rate: RateInput,
     options: OverrideOptions,
   ): Promise<void> {
-    const where = 'RateLimitService.setOverride';
-    checkIdentity(identity, where);
-    identity = this.canonical(identity);
-    checkOverrideScope(scope, where);
-    const { policy = '*', ttlMs, reason, burst, actor } = options ?? ({} as OverrideOptions);
-    checkOverridePolicy(policy, where);
-    checkActor(actor, where);
-    const value = overrideValue(rate, burst, where);
-    checkTtlMs(ttlMs, where);
-    checkReason(reason, where);
-    const [limit, periodMs] = value.split(':');
-    await this.change(identity, where, {
-      op: 'set',
-      field: overrideField(scope, policy),
-      value,
-      ttlMs,
-      reason,
-    });
-    this.audit('rate_limit.override_set', identity, actor, {
-      scope,
-      policy,
-      rate: formatRate({ limit: Number(limit), periodMs: Number(periodMs) }),
-      ...(burst !== undefined && { burst }),
-      ttlMs,
-      reason,
-    });
+    return this.controls.setOverride(identity, scope, rate, options);
   }
 
   /**
@@ -214,24 +155,12 @@ export class RateLimitService {
    * @returns whether there was one in force
    * @throws like {@link RateLimitService.setOverride}
    */
-  async removeOverride(
+  removeOverride(
     identity: string,
     scope: string,
     options: { policy?: string } & RemovalOptions = {},
   ): Promise<boolean> {
-    const where = 'RateLimitService.removeOverride';
-    checkIdentity(identity, where);
-    identity = this.canonical(identity);
-    checkOverrideScope(scope, where);
-    const { policy = '*', actor } = options ?? {};
-    checkOverridePolicy(policy, where);
-    checkActor(actor, where);
-    const { removed = false } = await this.change(identity, where, {
-      op: 'remove',
-      field: overrideField(scope, policy),
-    });
-    this.audit('rate_limit.override_removed', identity, actor, { scope, policy, removed });
-    return removed;
+    return this.controls.removeOverride(identity, scope, options);
   }
 
   /**
@@ -239,12 +168,8 @@ export class RateLimitService {
    * @throws {RateLimitConfigError} for an invalid identity, or a store without `control`
    * @throws {RateLimitBackendError} when the store fails
    */
-  async listOverrides(identity: string): Promise<ControlEntries> {
-    const where = 'RateLimitService.listOverrides';
-    checkIdentity(identity, where);
-    identity = this.canonical(identity);
-    const { nowMs, fields } = await this.change(identity, where, { op: 'get' });
-    return readControl(fields, nowMs);
+  listOverrides(identity: string): Promise<ControlEntries> {
+    return this.controls.listOverrides(identity);
   }
 
   /**
@@ -254,16 +179,8 @@ export class RateLimitService {
    *   without `control`
    * @throws {RateLimitBackendError} when the store fails
    */
-  async exempt(identity: string, options: ExemptionOptions): Promise<void> {
-    const where = 'RateLimitService.exempt';
-    checkIdentity(identity, where);
-    identity = this.canonical(identity);
-    const { ttlMs, reason, actor } = options ?? ({} as ExemptionOptions);
-    checkTtlMs(ttlMs, where);
-    checkReason(reason, where);
-    checkActor(actor, where);
-    await this.change(identity, where, { op: 'set', field: EXEMPT_FIELD, ttlMs, reason });
-    this.audit('rate_limit.exemption_set', identity, actor, { ttlMs, reason });
+  exempt(identity: string, options: ExemptionOptions): Promise<void> {
+    return this.controls.exempt(identity, options);
   }
 
   /**
@@ -271,18 +188,8 @@ export class RateLimitService {
    * @returns whether there was one in force
    * @throws like {@link RateLimitService.listOverrides}
    */
-  async removeExemption(identity: string, options: RemovalOptions = {}): Promise<boolean> {
-    const where = 'RateLimitService.removeExemption';
-    checkIdentity(identity, where);
-    identity = this.canonical(identity);
-    const { actor } = options ?? {};
-    checkActor(actor, where);
-    const { removed = false } = await this.change(identity, where, {
-      op: 'remove',
-      field: EXEMPT_FIELD,
-    });
-    this.audit('rate_limit.exemption_removed', identity, actor, { removed });
-    return removed;
+  removeExemption(identity: string, options: RemovalOptions = {}): Promise<boolean> {
+    return this.controls.removeExemption(identity, options);
   }
 
   /**
@@ -311,55 +218,5 @@ export class RateLimitService {
       new RateLimitEvents(),
     );
     return this.connections.limit(client, rate, options);
-  }
-
-  private change(identity: string, where: string, change: ControlChange): Promise<ControlSnapshot> {
-    const store = this.limiter.store;
-    if (typeof store.control !== 'function') {
-      throw new RateLimitConfigError(
-        'ERR_RATE_LIMIT_OPTION',
-        'this rate-limit store keeps no overrides or exemptions: implement RateLimitStore.control',
-        where,
-      );
-    }
-    const key = controlKey(this.limiter.prefix, identity);
-    // A denial remembered here may no longer hold under the new override or exemption
-    // (forgotten again once written: a request may have remembered one meanwhile).
-    this.limiter.forgetDenials(identity);
-    return this.limiter
-      .operate(() => store.control!(key, change))
-      .finally(() => this.limiter.forgetDenials(identity));
-  }
-
-  /**
-   * An `ip:` identity in the guard's own spelling, so `reset('ip:2001:0db8::1')` finds the
-   * keys of `ip:2001:db8::/64` (per the module's `ipv6Subnet`).
-   */
-  private canonical(identity: string): string {
-    return canonicalIdentity(identity, this.runtime?.options.ipv6Subnet);
-  }
-
-  /**
-   * One audit line per change, identity hashed (it may be an API key or personal data); the
-   * actor in clear, since an audit line is there to say who.
-   */
-  private audit(
-    event: string,
-    identity: string,
-    actor: string | undefined,
-    detail: Record<string, unknown>,
-  ): void {
-    const line = { identity: hashed(identity), ...(actor !== undefined && { actor }), ...detail };
-    this.logger.log(`${event} ${JSON.stringify(line)}`);
-  }
-}
-
-function checkIdentity(identity: unknown, where: string): asserts identity is string {
-  if (typeof identity !== 'string' || identity === '') {
-    throw new RateLimitConfigError(
-      'ERR_RATE_LIMIT_OPTION',
-      `invalid identity ${quote(identity)}: expected a non-empty string`,
-      where,
-    );
   }
 }
