@@ -151,7 +151,7 @@ describe('rateLimitContext', () => {
     expect(rateLimitContext(contextOf('http', [fastify])).user).toEqual({ id: 'f' });
   });
 
-  it.each(['rpc', 'ws', 'graphql', 'kafka'])(
+  it.each(['ws', 'graphql', 'kafka'])(
     'on a %s context without an adapter: nothing, and nothing read',
     (type) => {
       expect(rateLimitContext(contextOf(type, [{ headers: {} }, {}]))).toEqual({

@@ -1,5 +1,6 @@
 import type { ExecutionContext } from '@nestjs/common';
 import { httpTransport } from './http.js';
+import { rpcTransport } from './rpc.js';
 import type { Transport } from './transport.js';
 
 /**
@@ -8,6 +9,7 @@ import type { Transport } from './transport.js';
  */
 const TRANSPORTS: readonly Transport[] = [
   httpTransport,
+  rpcTransport,
   // one line per adapter
 ];
 
@@ -59,3 +61,8 @@ export const adapterOf = registry.adapterOf;
 
 /** {@link Transports.transportOf} over every adapter of the package. */
 export const transportOf = registry.transportOf;
+
+/** Whether calls of this context type (`ctx.getType()`) are limited: some adapter serves it. */
+export function isLimitedType(type: string): boolean {
+  return TRANSPORTS.some((t) => t.type === type);
+}
