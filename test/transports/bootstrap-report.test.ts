@@ -3,8 +3,8 @@
  * (a bad policy on a resolver or a gateway fails the start, as on a controller), and every
  * `@RateLimit` that will never be enforced is reported once, naming `Class.method`, as
  * `rate_limit.unenforced`: on a service method, a class without handlers, a pattern outside a
- * controller, a gateway's `handleConnection`, a field resolver that runs no guards, and an RPC
- * handler whose callers would all share one budget.
+ * controller, a gateway's `handleConnection`, a field resolver that runs no guards (RPC
+ * handlers whose callers would all share one budget: rpc-servers.test.ts).
  */
 import 'reflect-metadata';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
@@ -28,21 +28,12 @@ import {
   Resolver,
   Subscription,
 } from '@nestjs/graphql';
-import {
-  BaseRpcContext,
-  EventPattern,
-  MessagePattern,
-  Server,
-  Transport,
-  type CustomTransportStrategy,
-} from '@nestjs/microservices';
+import { EventPattern, MessagePattern } from '@nestjs/microservices';
 import { SubscribeMessage, WebSocketGateway, type OnGatewayConnection } from '@nestjs/websockets';
-import { isObservable, lastValueFrom } from 'rxjs';
 import {
   RateLimit,
   RateLimitConfigError,
   RateLimitModule,
-  rateLimitContext,
   type RateLimitModuleOptions,
 } from '../../lib/index.js';
 import { handlerKind, scanHandlers } from '../../lib/nest/handlers.js';
@@ -334,85 +325,5 @@ describe('handlerKind reads the metadata each Nest package sets', () => {
           'a graphql handler, and no adapter of this nest-rate-limit limits graphql calls: they pass untouched',
       },
     ]);
-  });
-});
-
-/** A transport of our own, as `CustomTransportStrategy` allows: it gives no caller address. */
-class InProcessServer extends Server implements CustomTransportStrategy {
-  override transportId = Symbol('in-process');
-  listen(callback: () => void): void {
-    callback();
-  }
-  close(): void {}
-  on(): void {}
-  unwrap<T>(): T {
-    return undefined as T;
-  }
-  /** Calls the handler of `pattern` through Nest's pipeline, as a transport would. */
-  async call(pattern: string, data: unknown): Promise<unknown> {
-    const result = await this.getHandlerByPattern(pattern)!(data, new BaseRpcContext([]));
-    return isObservable(result) ? lastValueFrom(result) : result;
-  }
-}
-
-describe('RPC handlers on a transport without caller addresses', () => {
-  @Controller()
-  class JobsController {
-    @MessagePattern('jobs.start')
-    @RateLimit('1/m')
-    start() {
-      return 'started';
-    }
-
-    @MessagePattern('jobs.stop')
-    @RateLimit('1/m', { key: (ctx) => `tenant:${rateLimitContext(ctx).args.tenantId}` })
-    stop() {
-      return 'stopped';
-    }
-
-    @MessagePattern('jobs.tcp', Transport.TCP)
-    @RateLimit('1/m')
-    tcpOnly() {
-      return 'tcp';
-    }
-  }
-
-  const logger = new CapturingLogger();
-  const server = new InProcessServer();
-  let app: Awaited<ReturnType<typeof NestFactory.createMicroservice>>;
-  beforeAll(async () => {
-    @Module({
-      imports: [RateLimitModule.forRoot({ redis: redisUrl(), prefix: uniquePrefix() })],
-      controllers: [JobsController],
-    })
-    class JobsModule {}
-    app = await NestFactory.createMicroservice(JobsModule, {
-      strategy: server,
-      logger,
-      abortOnError: false,
-    });
-    await app.listen();
-  });
-  afterAll(() => app?.close());
-
-  it('are reported at bootstrap when keyed by address ("give it a key"), others not', () => {
-    expect(unenforced(logger)).toEqual([
-      {
-        route: 'JobsController.start',
-        reason: expect.stringMatching(
-          /^its identity is the caller's address, which in-process does not give: every caller would share one budget \(ip:unknown\); give the policy a key/,
-        ),
-      },
-    ]);
-  });
-
-  it('and would indeed share one budget: the second caller is refused', async () => {
-    expect(await server.call('jobs.start', { tenantId: 'a' })).toBe('started');
-    await expect(server.call('jobs.start', { tenantId: 'b' })).rejects.toMatchObject({
-      status: 429,
-    });
-    // With a key, each tenant has its own.
-    expect(await server.call('jobs.stop', { tenantId: 'a' })).toBe('stopped');
-    expect(await server.call('jobs.stop', { tenantId: 'b' })).toBe('stopped');
   });
 });
