@@ -61,8 +61,14 @@ export {
   type HeaderPolicy,
 } from './http/headers.js';
 export {
+  PROBLEM_CONTENT_TYPE,
+  QUOTA_EXCEEDED_TYPE,
+  quotaExceededProblem,
   serviceUnavailableBody,
+  TEMPORARY_REDUCED_CAPACITY_TYPE,
+  temporaryReducedCapacityProblem,
   tooManyRequestsBody,
+  type ProblemDetails,
   type ServiceUnavailableBody,
   type TooManyRequestsBody,
 } from './http/responses.js';
@@ -80,6 +86,8 @@ export { keys, type KeyFn, type KeyHelpers } from './nest/keys.js';
 export { rateLimitContext, type RateLimitContext } from './nest/context.js';
 export type { RequestOutcome } from './nest/outcome.js';
 export type { Transport } from './nest/transports/transport.js';
+export type { RpcRefusal } from './nest/transports/rpc.js';
+export { ProblemDetailsFilter, RateLimitProblemException } from './nest/problem-details.js';
 export {
   graphQLRefusal,
   type GraphQLRefusalCode,
@@ -97,6 +105,7 @@ export {
   type BlockedDetail,
   type OverrideAppliedDetail,
   type RateLimitEventName,
+  type UnenforcedDetail,
 } from './nest/events.js';
 export type { MetricsOptions, MetricsRegistry } from './nest/metrics.js';
 export type { DecisionEvent, DecisionEventPolicy, DecisionOutcome } from './nest/observer.js';

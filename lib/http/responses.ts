@@ -38,8 +38,72 @@ export function tooManyRequestsBody(
   };
 }
 
+/** The body of a 503 from a fail-closed policy whose store is down: `retryAfter` in seconds. */
 export function serviceUnavailableBody(
   message = 'Rate limiting is unavailable; retry shortly',
 ): ServiceUnavailableBody {
   return { statusCode: 503, error: 'Service Unavailable', message, retryAfter: 1 };
+}
+
+/** The problem type of a refusal for an exceeded quota (draft-ietf-httpapi-ratelimit-headers). */
+export const QUOTA_EXCEEDED_TYPE = 'https://iana.org/assignments/http-problem-types#quota-exceeded';
+
+/** The problem type of a refusal for lack of capacity (draft-ietf-httpapi-ratelimit-headers). */
+export const TEMPORARY_REDUCED_CAPACITY_TYPE =
+  'https://iana.org/assignments/http-problem-types#temporary-reduced-capacity';
+
+/** The media type of an RFC 9457 problem details body. */
+export const PROBLEM_CONTENT_TYPE = 'application/problem+json';
+
+/**
+ * An RFC 9457 problem details body with the problem types of
+ * draft-ietf-httpapi-ratelimit-headers, sent with `errorFormat: 'problem'`.
+ */
+export interface ProblemDetails {
+  /** The problem type URI: {@link QUOTA_EXCEEDED_TYPE} (429) or {@link TEMPORARY_REDUCED_CAPACITY_TYPE} (503). */
+  type: string;
+  /** The problem type's summary, the same for every occurrence. */
+  title: string;
+  /** The HTTP status: 429 or 503. */
+  status: 429 | 503;
+  /** This occurrence, for a human: the message of the Nest-style body. */
+  detail: string;
+  /** 429 only: the names of the policies that refused (the draft's extension member). */
+  'violated-policies'?: string[];
+  /** The wait in **seconds**, as in `Retry-After`; absent when details are hidden or it can never be admitted. */
+  retryAfter?: number;
+}
+
+/**
+ * The problem details of a 429: type `quota-exceeded`, `violated-policies` naming the
+ * refusing policies, `detail` the message of {@link tooManyRequestsBody} and `retryAfter`
+ * under the same conditions.
+ */
+export function quotaExceededProblem(
+  retryAfter: number | undefined,
+  violatedPolicies: string[],
+  options: { message?: string; exposeDetails?: boolean } = {},
+): ProblemDetails {
+  const { message, retryAfter: shown } = tooManyRequestsBody(retryAfter, options);
+  return {
+    type: QUOTA_EXCEEDED_TYPE,
+    title: 'Request cannot be satisfied as assigned quota has been exceeded',
+    status: 429,
+    detail: message,
+    'violated-policies': violatedPolicies,
+    ...(shown !== undefined && { retryAfter: shown }),
+  };
+}
+
+/** The problem details of a 503 from a fail-closed policy: type `temporary-reduced-capacity`. */
+export function temporaryReducedCapacityProblem(
+  message = serviceUnavailableBody().message,
+): ProblemDetails {
+  return {
+    type: TEMPORARY_REDUCED_CAPACITY_TYPE,
+    title: 'Request cannot be satisfied due to temporary server capacity constraints',
+    status: 503,
+    detail: message,
+    retryAfter: 1,
+  };
 }

@@ -13,8 +13,9 @@ export interface RateLimitContext<TRequest = any, TUser = any, TArgs = any> {
   readonly transport: string;
   /**
    * HTTP: the Express or Fastify request. GraphQL: the HTTP request behind the operation.
-   * WebSocket: the handshake. Undefined where there is none (RPC, or a transport that is not
-   * limited).
+   * WebSocket: the handshake. RPC on TCP: `{ ip, headers: {} }` of the caller's socket (the
+   * transport context itself is `ctx.switchToRpc().getContext()`). Undefined where there is
+   * none (RPC on other transports, or a transport that is not limited).
    */
   readonly request: TRequest | undefined;
   /**

@@ -27,6 +27,12 @@ export const RATE_LIMIT_EVENTS = {
   overrideApplied: 'rate_limit.override_applied',
   /** The Redis client the module created lost its connection; once per outage. */
   redisUnreachable: 'rate_limit.redis_unreachable',
+  /**
+   * At bootstrap, once per handler: a `@RateLimit` that will never be enforced as written (a
+   * method Nest does not guard, a context no adapter limits, an RPC handler whose callers
+   * would all share one budget).
+   */
+  unenforced: 'rate_limit.unenforced',
 } as const;
 
 /** One of {@link RATE_LIMIT_EVENTS}. */
@@ -58,6 +64,14 @@ export interface OverrideAppliedDetail {
   limit: number;
   /** The override's period, in **ms**. */
   periodMs: number;
+}
+
+/** Fields of a `rate_limit.unenforced` line. */
+export interface UnenforcedDetail {
+  /** `Class.method`, or `Class` for a class-level `@RateLimit` on a class with no handler. */
+  route: string;
+  /** Why it is not enforced as written, and what to do. */
+  reason: string;
 }
 
 /** The message of anything thrown. */
@@ -202,6 +216,11 @@ export class RateLimitEvents {
     };
     // Info, not a warning: an operator asked for it, and nothing is wrong.
     this.logger.log(`${RATE_LIMIT_EVENTS.overrideApplied} ${JSON.stringify(line)}`);
+  }
+
+  /** Logs `rate_limit.unenforced`, unthrottled: bootstrap writes one line per handler. */
+  unenforced(detail: UnenforcedDetail): void {
+    this.logger.warn(`${RATE_LIMIT_EVENTS.unenforced} ${JSON.stringify(detail)}`);
   }
 
   /** Notes when `key` was last logged; the oldest go first beyond 10,000 keys. */

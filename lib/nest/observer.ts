@@ -27,7 +27,7 @@ export interface DecisionEventPolicy extends PolicyDecision {
 
 /**
  * What the `onDecision` module option receives, once per request the guard evaluated
- * (not for skipped routes, routes without a policy, or non-HTTP contexts).
+ * (not for skipped routes, routes without a policy, or contexts no transport adapter limits).
  */
 export interface DecisionEvent {
   /** `Controller.handler`. */

@@ -115,6 +115,14 @@ export interface RateLimitModuleOptions {
    * {@link DenyCacheOptions} (waits of 1 s or more, remembered 1 s at most, 10,000 entries).
    */
   denyCache?: boolean | DenyCacheOptions;
+  /**
+   * The body of an HTTP refusal. `'nest'` (default): Nest's own shape, `{ statusCode, error,
+   * message, retryAfter }`. `'problem'`: RFC 9457 problem details as
+   * `application/problem+json`, with the problem types of draft-ietf-httpapi-ratelimit-headers
+   * (`quota-exceeded` and its `violated-policies` for a 429, `temporary-reduced-capacity` for
+   * a 503). Headers are the same either way; other transports keep their own refusals.
+   */
+  errorFormat?: 'nest' | 'problem';
 }
 
 /** Options of `RateLimitModule.forRootAsync`. */

@@ -5,7 +5,13 @@ import {
   type HeaderOptions,
   type HeaderPolicy,
 } from '../http/headers.js';
-import { serviceUnavailableBody, tooManyRequestsBody } from '../http/responses.js';
+import {
+  quotaExceededProblem,
+  serviceUnavailableBody,
+  temporaryReducedCapacityProblem,
+  tooManyRequestsBody,
+  type ProblemDetails,
+} from '../http/responses.js';
 import { hashIdentity, type RateLimitEvents } from './events.js';
 import type { RateLimitModuleOptions } from './options.js';
 import type { Entry } from './policies.js';
@@ -23,9 +29,10 @@ export interface RequestOutcome {
   /**
    * When refused: status 429 (limited) or 503 (a fail-closed policy's store is down) and
    * its HTTP body (`retryAfter` in **seconds**); transports without statuses carry both in
-   * their own error.
+   * their own error. With `errorFormat: 'problem'`, `problem` is the RFC 9457 body the HTTP
+   * transport sends instead; the other transports keep to `body`.
    */
-  readonly refusal?: { status: 429 | 503; body: object };
+  readonly refusal?: { status: 429 | 503; body: object; problem?: ProblemDetails };
   /** The enforced decision, when the store answered. */
   readonly decision?: Decision;
   /** The policies the headers describe (those that send headers), as the store decided them. */
@@ -69,6 +76,8 @@ export function storeOutcome(
 /** Builds outcomes from decisions: headers, refusal bodies, and the logs of refusals. */
 export class Outcomes {
   private readonly headerOptions: HeaderOptions | false;
+  /** `errorFormat: 'problem'`: refusals carry an RFC 9457 body for HTTP too. */
+  private readonly problems: boolean;
 
   constructor(
     private readonly options: RateLimitModuleOptions,
@@ -76,6 +85,7 @@ export class Outcomes {
   ) {
     this.headerOptions =
       options.headers === false ? false : options.headers === true ? {} : (options.headers ?? {});
+    this.problems = options.errorFormat === 'problem';
   }
 
   /** The outcome of the store's decision on `enforcing`, in the same order. */
@@ -109,15 +119,20 @@ export class Outcomes {
     const denying = enforcing.filter((_, i) => !decision.policies[i]!.allowed);
     const exposeDetails = denying.every((e) => e.rule.exposeDetails);
     this.logBlocked(route, decision, enforcing);
+    const message = this.errorMessage(decision);
     return {
       allowed: false,
       headers:
         retryAfter === undefined ? headers : { ...headers, 'Retry-After': String(retryAfter) },
       refusal: {
         status: 429,
-        body: tooManyRequestsBody(retryAfter, {
-          message: this.errorMessage(decision),
-          exposeDetails,
+        body: tooManyRequestsBody(retryAfter, { message, exposeDetails }),
+        ...(this.problems && {
+          problem: quotaExceededProblem(
+            retryAfter,
+            denying.map((e) => e.rule.name),
+            { message, exposeDetails },
+          ),
         }),
       },
       decision,
@@ -152,7 +167,11 @@ export class Outcomes {
     return {
       allowed: false,
       headers: { 'Retry-After': '1' },
-      refusal: { status: 503, body: serviceUnavailableBody() },
+      refusal: {
+        status: 503,
+        body: serviceUnavailableBody(),
+        ...(this.problems && { problem: temporaryReducedCapacityProblem() }),
+      },
     };
   }
 

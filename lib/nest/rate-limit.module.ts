@@ -7,48 +7,152 @@ import {
   type Provider,
   type Type,
 } from '@nestjs/common';
-import { APP_GUARD, DiscoveryModule, DiscoveryService, MetadataScanner } from '@nestjs/core';
+import {
+  APP_FILTER,
+  APP_GUARD,
+  DiscoveryModule,
+  DiscoveryService,
+  MetadataScanner,
+  ModulesContainer,
+} from '@nestjs/core';
 import { quote, RateLimitConfigError } from '../core/errors.js';
 import { RateLimiter } from '../core/limiter.js';
 import { appendAfterRouteGuards } from './after-guards.js';
 import { RateLimitEvents } from './events.js';
+import {
+  scanHandlers,
+  sharedBudgetReason,
+  type Handler,
+  type RpcServer,
+  type Scanned,
+} from './handlers.js';
+import { keys } from './keys.js';
 import type { RateLimitModuleAsyncOptions, RateLimitModuleOptions } from './options.js';
+import { ProblemDetailsFilter } from './problem-details.js';
 import { RateLimitGuard } from './rate-limit.guard.js';
 import { RateLimitInterceptor } from './rate-limit.interceptor.js';
 import { RateLimitService } from './rate-limit.service.js';
 import { createResources, type Resources } from './resources.js';
 import { RateLimitRuntime } from './runtime.js';
 import { RATE_LIMIT_OPTIONS, RATE_LIMIT_REDIS } from './tokens.js';
+import { isLimitedType } from './transports/registry.js';
 
 const RESOURCES = Symbol('RATE_LIMIT_RESOURCES');
 
+/** A controller or provider as `DiscoveryService` lists it. */
+type InstanceWrapper = ReturnType<DiscoveryService['getProviders']>[number];
+
+/** `getRpcTargetRegistry()` of Nest's `ModulesContainer` (Nest 10.2 and later). */
+type RpcTargets = {
+  getRpcTargetRegistry?: () => {
+    subscribe(next: (server: RpcServer) => void): { unsubscribe(): void };
+  };
+};
+
 /**
- * Resolves every route's policies at bootstrap, so a misconfiguration fails the start, not
- * a request; a start that fails closes what the module opened.
+ * At bootstrap: resolves the policies of every handler Nest will guard (HTTP routes,
+ * resolvers, gateway messages, message patterns), so a misconfiguration fails the start, not
+ * a request; a start that fails closes what the module opened. Then reports, once per
+ * handler, every `@RateLimit` that will never be enforced as written (`rate_limit.unenforced`),
+ * including RPC handlers whose callers would share one budget on a microservice server
+ * connected now or later.
  */
-class RouteCheck implements OnModuleInit {
+class RouteCheck implements OnModuleInit, OnApplicationShutdown {
+  private servers: { unsubscribe(): void } | undefined;
+
   constructor(
     @Inject(DiscoveryService) private readonly discovery: DiscoveryService,
     @Inject(MetadataScanner) private readonly scanner: MetadataScanner,
+    @Inject(ModulesContainer) private readonly modules: ModulesContainer,
     @Inject(RateLimitRuntime) private readonly runtime: RateLimitRuntime,
     @Inject(RESOURCES) private readonly resources: Resources,
   ) {}
 
   async onModuleInit(): Promise<void> {
+    const events = new RateLimitEvents();
+    let scan: ReturnType<typeof scanHandlers>;
     try {
+      const classes: Scanned[] = [];
       for (const { metatype } of this.discovery.getControllers()) {
         if (typeof metatype !== 'function') continue;
+        classes.push({ type: metatype, controller: true });
+        // Every controller method, as before handlers of other kinds were known.
         const prototype = metatype.prototype as Record<string, unknown>;
         for (const name of this.scanner.getAllMethodNames(prototype)) {
           const handler = prototype[name];
           if (typeof handler === 'function') this.runtime.routeOf(metatype, handler);
         }
       }
+      const providers = this.discovery.getProviders();
+      for (const wrapper of providers) {
+        const type = providerClass(wrapper);
+        if (type !== undefined) classes.push({ type, controller: false });
+      }
+      scan = scanHandlers(classes, {
+        methodNames: (prototype) => this.scanner.getAllMethodNames(prototype),
+        limited: isLimitedType,
+        fieldGuards: fieldGuards(providers),
+      });
+      for (const { type, method } of scan.handlers) this.runtime.routeOf(type, method);
     } catch (error) {
       await release(this.resources);
       throw error;
     }
+    for (const detail of scan.unenforced) events.unenforced(detail);
+    this.watchRpcServers(scan.handlers, events);
   }
+
+  onApplicationShutdown(): void {
+    this.servers?.unsubscribe();
+  }
+
+  /** Reports RPC handlers keyed by address on each microservice server that gives none. */
+  private watchRpcServers(handlers: readonly Handler[], events: RateLimitEvents): void {
+    const byAddress = handlers.filter(({ type, method, kind }) => {
+      if (kind !== 'rpc') return false;
+      const { enforced, shadowed } = this.runtime.routeOf(type, method);
+      return [...enforced, ...shadowed].some((r) => r.key === keys.userOrIp || r.key === keys.ip);
+    });
+    const registry = (this.modules as RpcTargets).getRpcTargetRegistry?.();
+    if (byAddress.length === 0 || registry === undefined) return;
+    const reported = new Set<string>();
+    this.servers = registry.subscribe((server) => {
+      for (const { route, method } of byAddress) {
+        if (reported.has(route)) continue;
+        const reason = sharedBudgetReason(method, server);
+        if (reason === undefined) continue;
+        reported.add(route);
+        events.unenforced({ route, reason });
+      }
+    });
+  }
+}
+
+/* eslint-disable @typescript-eslint/no-unsafe-function-type -- provider classes of any shape */
+
+/** The class of a provider: its own for a class provider, its instance's for the others. */
+function providerClass(wrapper: InstanceWrapper): Function | undefined {
+  if (typeof wrapper.metatype === 'function' && (wrapper.inject ?? undefined) === undefined)
+    return wrapper.metatype;
+  const instance: unknown = wrapper.instance;
+  if (typeof instance !== 'object' || instance === null) return undefined;
+  const type: unknown = instance.constructor;
+  return typeof type === 'function' && type !== Object ? type : undefined;
+}
+
+/* eslint-enable @typescript-eslint/no-unsafe-function-type */
+
+/**
+ * Whether GraphQL field resolvers run guards: `fieldResolverEnhancers` of the
+ * `GqlModuleOptions` provider (`GRAPHQL_MODULE_OPTIONS` of `@nestjs/graphql`); undefined
+ * without one.
+ */
+function fieldGuards(providers: readonly InstanceWrapper[]): boolean | undefined {
+  const options = providers.find((w) => w.token === 'GqlModuleOptions')?.instance as
+    { fieldResolverEnhancers?: unknown } | undefined;
+  if (typeof options !== 'object' || options === null) return undefined;
+  const enhancers = options.fieldResolverEnhancers;
+  return Array.isArray(enhancers) && enhancers.includes('guards');
 }
 
 /**
@@ -112,7 +216,17 @@ class Shutdown implements OnApplicationShutdown {
   }
 }
 
-async function release({
+/** Each release, so a second (a failed start, then `app.close()`) waits on the first. */
+const releases = new WeakMap<Resources, Promise<void>>();
+
+/** Closes what the module created, once however often it is asked. */
+function release(resources: Resources): Promise<void> {
+  let done = releases.get(resources);
+  if (done === undefined) releases.set(resources, (done = releaseOnce(resources)));
+  return done;
+}
+
+async function releaseOnce({
   client,
   ownsClient,
   store,
@@ -122,9 +236,11 @@ async function release({
   // Unregistered, so the next app in this process (tests, hot reload) can register them again.
   metrics?.remove();
   // QUIT needs a live connection; without one, disconnect at once rather than wait on it.
+  // Not once ended (a failed start releases, then app.close() again): ioredis would arm a
+  // 2 s timer to destroy a socket already gone, keeping the process alive that long.
   if (ownsClient && client) {
     if (client.status === 'ready') await client.quit().catch(() => client.disconnect());
-    else client.disconnect();
+    else if (client.status !== 'end') client.disconnect();
   }
   if (ownsStore) await store.close?.();
 }
@@ -228,6 +344,8 @@ function build(
       // measured in bench/).
       ...(guard !== RateLimitGuard ? [guard] : []),
       ...(global ? [{ provide: APP_GUARD, useExisting: guard }] : []),
+      // Catches only the refusals of errorFormat: 'problem', whichever guard raised them.
+      { provide: APP_FILTER, useClass: ProblemDetailsFilter },
     ],
     exports: [
       RATE_LIMIT_OPTIONS,

@@ -64,6 +64,9 @@ export function validateOptions(options: RateLimitModuleOptions): void {
     fail('enabled', 'a boolean or a function returning one');
   if (mode !== undefined && mode !== 'enforce' && mode !== 'shadow')
     fail('mode', "'enforce' or 'shadow'");
+  const { errorFormat } = options;
+  if (errorFormat !== undefined && errorFormat !== 'nest' && errorFormat !== 'problem')
+    fail('errorFormat', "'nest' or 'problem'");
   if (
     trustedProxies !== undefined &&
     !(Number.isSafeInteger(trustedProxies) && trustedProxies >= 0)

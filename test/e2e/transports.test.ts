@@ -151,7 +151,7 @@ describe('rateLimitContext', () => {
     expect(rateLimitContext(contextOf('http', [fastify])).user).toEqual({ id: 'f' });
   });
 
-  it.each(['rpc', 'kafka'])(
+  it.each(['kafka', 'kafka-streams'])(
     'on a %s context without an adapter: nothing, and nothing read',
     (type) => {
       expect(rateLimitContext(contextOf(type, [{ headers: {} }, {}]))).toEqual({

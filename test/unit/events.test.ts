@@ -101,6 +101,7 @@ describe('RATE_LIMIT_EVENTS', () => {
       configError: 'rate_limit.config_error',
       overrideApplied: 'rate_limit.override_applied',
       redisUnreachable: 'rate_limit.redis_unreachable',
+      unenforced: 'rate_limit.unenforced',
     });
   });
 

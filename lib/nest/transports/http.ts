@@ -1,6 +1,7 @@
 import { HttpException, type ExecutionContext } from '@nestjs/common';
 import type { RequestLike } from '../../http/ip.js';
 import type { RequestOutcome } from '../outcome.js';
+import { RateLimitProblemException } from '../problem-details.js';
 import type { Transport } from './transport.js';
 
 /** An Express response or a Fastify reply, as far as headers go. */
@@ -32,7 +33,8 @@ function setHeaders(ctx: ExecutionContext, headers: Readonly<Record<string, stri
 /**
  * HTTP on Express and Fastify: the request is the carrier and the source of the identity;
  * the user is `request.user`, else (Fastify, Nest middleware) `request.raw.user`; a refusal
- * is an `HttpException` with the 429 or 503 body, its headers set first.
+ * is an `HttpException` with the 429 or 503 body, its headers set first; with
+ * `errorFormat: 'problem'`, a `RateLimitProblemException` with the RFC 9457 body.
  */
 export const httpTransport: Transport = {
   type: 'http',
@@ -46,6 +48,8 @@ export const httpTransport: Transport = {
   setHeaders,
   refuse(ctx: ExecutionContext, outcome: RequestOutcome): never {
     setHeaders(ctx, outcome.headers);
-    throw new HttpException(outcome.refusal!.body, outcome.refusal!.status);
+    const { status, body, problem } = outcome.refusal!;
+    if (problem !== undefined) throw new RateLimitProblemException(problem);
+    throw new HttpException(body, status);
   },
 };

@@ -1,6 +1,7 @@
 import type { ExecutionContext } from '@nestjs/common';
 import { graphqlTransport } from './graphql.js';
 import { httpTransport } from './http.js';
+import { rpcTransport } from './rpc.js';
 import type { Transport } from './transport.js';
 import { wsTransport } from './ws.js';
 
@@ -12,6 +13,7 @@ const TRANSPORTS: readonly Transport[] = [
   httpTransport,
   graphqlTransport,
   wsTransport,
+  rpcTransport,
   // one line per adapter
 ];
 
@@ -63,3 +65,8 @@ export const adapterOf = registry.adapterOf;
 
 /** {@link Transports.transportOf} over every adapter of the package. */
 export const transportOf = registry.transportOf;
+
+/** Whether calls of this context type (`ctx.getType()`) are limited: some adapter serves it. */
+export function isLimitedType(type: string): boolean {
+  return TRANSPORTS.some((t) => t.type === type);
+}

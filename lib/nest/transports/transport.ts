@@ -37,8 +37,9 @@ export interface Transport {
   /**
    * What the client address and headers are read from (`keys.ip`, `keys.header`): HTTP the
    * Express or Fastify request; GraphQL the HTTP request behind the operation; WebSocket the
-   * handshake. Undefined when the transport has none (RPC): `keys.ip` then answers
-   * `ip:unknown` and key functions must name the identity themselves.
+   * handshake; RPC on TCP `{ ip, headers: {} }` of the socket. Undefined when the transport
+   * has none (RPC on any other transport): `keys.ip` then answers `ip:unknown` and key
+   * functions must name the identity themselves.
    */
   request(ctx: ExecutionContext): RequestLike | undefined;
 
