@@ -15,5 +15,5 @@ for major in "${majors[@]}"; do
       "@nestjs/platform-fastify@^$major" "@nestjs/testing@^$major"
   fi
   node -e "console.log('NestJS', require('./$dir/node_modules/@nestjs/core/package.json').version)"
-  NEST_PEERS_DIR="$PWD/$dir" node --experimental-vm-modules node_modules/jest/bin/jest.js test/e2e
+  NEST_PEERS_DIR="$PWD/$dir" node scripts/test.mjs test/e2e
 done
