@@ -67,6 +67,11 @@ export interface ConsumeOptions {
   scope?: string;
   /** `false` to ask the store even when the deny cache knows the answer (shadow policies). */
   denyCache?: boolean;
+  /**
+   * `false`: decide exactly as a consume would (refusals with their waits included) and
+   * spend nothing. Default true.
+   */
+  commit?: boolean;
 }
 
 const MAX_TIMER_MS = 2 ** 31 - 1;
@@ -272,7 +277,8 @@ export class RateLimiter {
     checkScope(scope);
     const policies: Policy[] = [];
     const storePolicies = storePoliciesOf(this.prefix, entries, scope, cost, peek, policies);
-    const cache = peek || options.denyCache === false ? undefined : this.denials;
+    const commit = options.commit !== false;
+    const cache = peek || !commit || options.denyCache === false ? undefined : this.denials;
     let signature = '';
     if (cache) {
       for (const p of storePolicies) signature += `${p.key}\0${p.cost}\0${p.limit}/${p.periodMs}\n`;
@@ -281,7 +287,14 @@ export class RateLimiter {
     }
     const decision = decisionOf(
       policies,
-      await boundedCall(() => this.store.consume(storePolicies), this.timeoutMs, this.breaker),
+      await boundedCall(
+        () =>
+          commit
+            ? this.store.consume(storePolicies)
+            : this.store.consume(storePolicies, { commit }),
+        this.timeoutMs,
+        this.breaker,
+      ),
     );
     if (cache && !decision.allowed) {
       cache.remember(

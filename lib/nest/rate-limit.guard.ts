@@ -1,6 +1,6 @@
 import { Inject, Injectable, type CanActivate, type ExecutionContext } from '@nestjs/common';
 import { RateLimitConfigError } from '../core/errors.js';
-import { decideAfterGuards, RATE_LIMIT_GUARD } from './after-guards.js';
+import { decideAfterGuards, RATE_LIMIT_GUARD, whenGuardsRefuse } from './after-guards.js';
 import type { RequestLike } from '../http/ip.js';
 import { NO_LIMIT, storedDecision, storeOutcome, type RequestOutcome } from './outcome.js';
 import type { Route } from './routes.js';
@@ -62,38 +62,41 @@ export class RateLimitGuard implements CanActivate {
     if (stored !== undefined) return this.decidedBefore(ctx, stored);
     // Stored while it is being decided: calls that share the carrier at once (the items of a
     // GraphQL list under one field) wait for this decision rather than count again.
-    const deciding = this.decide(ctx, transport, request);
+    const deciding = this.decide(ctx, transport, request, carrier);
     storeOutcome(carrier, deciding);
     const outcome = await deciding;
     storeOutcome(carrier, outcome);
     if (outcome === SKIPPED) return true;
     this.send(ctx, transport, outcome);
-    if (outcome.allowed) this.waitForRouteGuards(ctx, transport, carrier, outcome);
     return true;
   }
 
   /**
-   * Leaves the policies that need the user, on a route with guards of its own, to be decided
-   * once those guards have run (see `after-guards.ts`).
+   * The policies that need the user, on a route with guards of its own (see
+   * `after-guards.ts`): checked now against the client's address, spending nothing, and left
+   * to be decided once those guards have run, or charged to the address if they refuse.
+   * @returns the outcome to answer now
    */
-  private waitForRouteGuards(
+  private async waitForRouteGuards(
     ctx: ExecutionContext,
     transport: Transport,
+    request: RequestLike | undefined,
     carrier: object,
     first: RequestOutcome,
-  ): void {
-    let later: Route | undefined;
-    try {
-      later = this.runtime.afterGuardsOf(ctx);
-    } catch {
-      // A context the runtime cannot read (no class or handler): already reported.
-      return;
-    }
-    if (later === undefined) return;
-    const route = later;
+  ): Promise<RequestOutcome> {
+    const later = this.runtime.afterGuardsOf(ctx);
+    if (later === undefined) return first;
+    const check = await this.runtime.evaluateAsAddress(ctx, request, later, false);
+    if (!check.allowed) return this.runtime.combine(first, check);
     decideAfterGuards(carrier, (after) =>
-      this.decideLater(after, transport, carrier, first, route),
+      this.decideLater(after, transport, carrier, first, later),
     );
+    whenGuardsRefuse(ctx, carrier, () => {
+      this.runtime.evaluateAsAddress(ctx, request, later, true).catch((error: unknown) => {
+        this.runtime.reportConfigError(`transport ${transport.type}`, error);
+      });
+    });
+    return first;
   }
 
   /**
@@ -143,6 +146,7 @@ export class RateLimitGuard implements CanActivate {
     ctx: ExecutionContext,
     transport: Transport,
     request: RequestLike | undefined,
+    carrier: object,
   ): Promise<RequestOutcome> {
     const { enabled } = this.runtime.options;
     if (enabled === false || (typeof enabled === 'function' && !(await this.switchedOn(enabled))))
@@ -152,7 +156,10 @@ export class RateLimitGuard implements CanActivate {
     const skip = this.runtime.allowList?.allows(request) === true || this.shouldSkip(ctx);
     if (typeof skip === 'boolean' ? skip : await skip) return SKIPPED;
     try {
-      return await this.runtime.evaluate(ctx, request);
+      const first = await this.runtime.evaluate(ctx, request);
+      return first.allowed
+        ? await this.waitForRouteGuards(ctx, transport, request, carrier, first)
+        : first;
     } catch (error) {
       // A route with invalid policies fails as at bootstrap; anything else comes from a
       // context the runtime cannot read (no class or handler), which stays unlimited.

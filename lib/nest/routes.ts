@@ -47,6 +47,12 @@ export interface Route {
    * are decided first, by the global guard. Undefined when everything is decided first.
    */
   readonly afterGuards?: Route;
+  /**
+   * On {@link Route.afterGuards}: the same policies as budgets of the client's address for
+   * requests the route's guards refuse (failed authentication), in scopes of their own
+   * (`<scope>/unauthenticated`), so that they never spend an address's anonymous budget.
+   */
+  readonly unauthenticated?: Route;
 }
 
 const SCOPE_UNSAFE = /[^A-Za-z0-9_.\-/]/g;
@@ -114,11 +120,20 @@ export class RouteTable {
               name,
               rules.filter((r) => !late.includes(r)),
             ),
-            afterGuards: routeOfRules(name, late),
+            afterGuards: {
+              ...routeOfRules(name, late),
+              unauthenticated: routeOfRules(
+                name,
+                late
+                  .filter((r) => !r.shadow)
+                  .map((r) => ({ ...r, scope: `${r.scope.slice(0, 112)}/unauthenticated` })),
+              ),
+            },
           };
     if (!byHandler) this.routes.set(controller, (byHandler = new Map()));
     byHandler.set(handler, route);
-    for (const rule of rules) {
+    // The budgets of requests the route's guards refuse are the operator's to inspect too.
+    for (const rule of [...rules, ...(route.afterGuards?.unauthenticated?.enforced ?? [])]) {
       if (!rule.policy) continue;
       const id = knownId(rule.scope, rule.name, rule.policy.algorithm);
       const seen = this.known.get(id);

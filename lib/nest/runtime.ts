@@ -7,6 +7,7 @@ import { AllowList } from '../http/allow-list.js';
 import type { RequestLike } from '../http/ip.js';
 import { messageOf, RATE_LIMIT_EVENTS, type RateLimitEvents } from './events.js';
 import { identitiesOf, type IdentityOf } from './identities.js';
+import { keys } from './keys.js';
 import type { RateLimitMetrics } from './metrics.js';
 import { DecisionObserver, type Trace } from './observer.js';
 import type { RateLimitModuleOptions } from './options.js';
@@ -99,6 +100,25 @@ export class RateLimitRuntime {
     return this.routes.routeOf(ctx.getClass(), ctx.getHandler()).afterGuards;
   }
 
+  /**
+   * Decides the policies that wait for a route's own guards as budgets of the client's
+   * address for the requests those guards refuse ({@link Route.unauthenticated}): before the
+   * guards, a check that spends nothing (`commit: false`); once they refused a request, its
+   * charge (`commit: true`). So failed authentication is still limited per address.
+   */
+  evaluateAsAddress(
+    ctx: ExecutionContext,
+    request: RequestLike | undefined,
+    route: Route,
+    commit: boolean,
+  ): Promise<RequestOutcome> {
+    const refused = route.unauthenticated;
+    if (refused === undefined || refused.enforced.length === 0) return Promise.resolve(NO_LIMIT);
+    const identities = identitiesOf(ctx, request, route.name, this.options, this.events);
+    const address: IdentityOf = () => identities(keys.ip);
+    return this.decide(ctx, refused, address, undefined, commit);
+  }
+
   /** {@link RateLimitRuntime.evaluate} of the rules of `route`. */
   async evaluateRoute(
     ctx: ExecutionContext,
@@ -138,6 +158,7 @@ export class RateLimitRuntime {
     route: Route,
     identities: IdentityOf,
     trace: Trace | undefined,
+    commit = true,
   ): Promise<RequestOutcome> {
     const { entries: enforcing, broken } =
       this.policies.fixedEntries(route, identities) ??
@@ -153,7 +174,9 @@ export class RateLimitRuntime {
       const entries = enforcing.map((e) => e.entry);
       const started = trace ? performance.now() : 0;
       try {
-        const decision = await this.limiter.consumeEach(entries);
+        const decision = await (commit
+          ? this.limiter.consumeEach(entries)
+          : this.limiter.consumeEach(entries, { commit }));
         if (trace) {
           // A deny-cache answer is no store call: it stays out of the store latency.
           if (!decision.cached) trace.enforcedMs = performance.now() - started;

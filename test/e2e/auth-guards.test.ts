@@ -17,7 +17,13 @@ import {
   type ExecutionContext,
 } from '@nestjs/common';
 import type { Redis } from 'ioredis';
-import { keys, RateLimit, RateLimitGuard, rateLimitContext } from '../../lib/index.js';
+import {
+  keys,
+  RateLimit,
+  RateLimitGuard,
+  rateLimitContext,
+  RateLimitService,
+} from '../../lib/index.js';
 import { disconnect, newRedis } from '../harness/redis.js';
 import { createApp, PLATFORMS, type AppHandle } from './support/app.js';
 
@@ -96,6 +102,15 @@ class AuthController {
   login() {
     return 'welcome';
   }
+
+  // The default key (the user, else the address): decided after the guard.
+  @Post('guess')
+  @HttpCode(200)
+  @UseGuards(PasswordGuard)
+  @RateLimit('3/m')
+  guess() {
+    return 'welcome';
+  }
 }
 
 /** A route guarded twice (globally and by hand) still counts once. */
@@ -131,6 +146,20 @@ describe.each(PLATFORMS)('policies behind a route guard, on %s', (platform) => {
   beforeEach(() => {
     passwordChecks.count = 0;
   });
+
+  /**
+   * Waits, 2 s at most, until `identity` has spent `units` of the `limit` under `scope`: a
+   * request the guard refused is charged once its response has ended.
+   */
+  const charged = async (identity: string, scope: string, limit: number, units: number) => {
+    const service = h.app.get(RateLimitService);
+    for (let tries = 0; tries < 200; tries++) {
+      const [state] = await service.inspect(identity, scope);
+      if (state !== undefined && state.remaining! <= Math.max(0, limit - units)) return;
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    throw new Error(`${identity} never spent ${units} under ${scope}`);
+  };
 
   const statuses = async (n: number, path: string, headers: Record<string, string> = {}) => {
     const out: number[] = [];
@@ -168,9 +197,39 @@ describe.each(PLATFORMS)('policies behind a route guard, on %s', (platform) => {
     ]);
   });
 
-  it('a client the guard refuses gets its 401 and spends nothing', async () => {
-    expect(await statuses(4, '/me')).toEqual([401, 401, 401, 401]);
-    expect(await redis.keys(`${h.prefix}:{ip:*MeController.me*`)).toEqual([]);
+  // Regression (review): requests the guard refused were not counted at all, so password
+  // and token guessing under the default key went unlimited.
+  it('requests the guard refuses are charged to the address, and refused once it has spent', async () => {
+    const replies: number[] = [];
+    for (let i = 0; i < 4; i++) {
+      replies.push((await h.get('/me')).status);
+      if (replies[i] === 401)
+        await charged('ip:127.0.0.1', 'MeController.me/unauthenticated', 2, i + 1);
+    }
+    expect(replies).toEqual([401, 401, 429, 429]);
+    // Refused before the guard ran, with the wait: the address spent its 2 on failures.
+    const refused = await h.get('/me');
+    expect(refused.status).toBe(429);
+    expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    // A user's own budget is untouched by that address's failures: authentication decides
+    // per user, but only once the address passes its check.
+    expect((await h.get('/me', bearer('henry'))).status).toBe(429);
+  });
+
+  it('password guessing under the default key is refused after the limit, before the password check', async () => {
+    const attempts: number[] = [];
+    for (let i = 0; i < 5; i++) {
+      const res = await fetch(`${h.url}/auth/guess`, {
+        method: 'POST',
+        headers: { 'x-password': 'wrong' },
+      });
+      attempts.push(res.status);
+      await res.arrayBuffer();
+      if (res.status === 401)
+        await charged('ip:127.0.0.1', 'AuthController.guess/unauthenticated', 3, i + 1);
+    }
+    expect(attempts).toEqual([401, 401, 401, 429, 429]);
+    expect(passwordChecks.count).toBe(3);
   });
 
   it('a login limited per IP is refused before any password check runs', async () => {

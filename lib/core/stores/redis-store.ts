@@ -52,9 +52,13 @@ export class RedisStore implements RateLimitStore {
     warnIfReplaying(options.client);
   }
 
-  async consume(policies: readonly StorePolicy[]): Promise<StoreOutcome[]> {
+  async consume(
+    policies: readonly StorePolicy[],
+    options?: { commit?: boolean },
+  ): Promise<StoreOutcome[]> {
+    const commit = options?.commit !== false;
     const groups = this.client.isCluster ? groupByHashTag(policies) : [];
-    if (groups.length <= 1) return this.consumeOne(policies, true);
+    if (groups.length <= 1) return this.consumeOne(policies, commit);
     // Keys of different identities may live on different Cluster nodes, out of reach of
     // one script. Decide every identity first, writing nothing; commit only if all admit.
     // (Between the two steps another request may spend the same budget; then a commit can
@@ -72,7 +76,7 @@ export class RedisStore implements RateLimitStore {
       return outcomes;
     };
     const decided = await run(false);
-    return decided.every((o) => o.allowed) ? run(true) : decided;
+    return commit && decided.every((o) => o.allowed) ? run(true) : decided;
   }
 
   private async consumeOne(

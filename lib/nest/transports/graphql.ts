@@ -28,6 +28,13 @@ type GraphQLErrorClass = new (
 /** `GraphQLError` of the app's own `graphql`, set by `load()`. */
 let GraphQLError: GraphQLErrorClass | undefined;
 
+/**
+ * Nest's `IntrinsicException` (NestJS 11 and later), set by `load()`: the one error Nest's
+ * exception handler of non-HTTP contexts passes over without an ERROR line and a stack, so a
+ * flood of refusals writes only the throttled `rate_limit.blocked`.
+ */
+let Intrinsic: (new (message?: string) => Error) | undefined;
+
 type Obj = Record<string, unknown>;
 
 /** A response-path segment of graphql-js's `info.path`. */
@@ -185,9 +192,11 @@ export function graphQLRefusal(outcome: RequestOutcome): Error {
     code: status === 503 ? 'SERVICE_UNAVAILABLE' : 'RATE_LIMITED',
     ...(retryAfter !== undefined && { retryAfter }),
   };
+  // graphql-js copies the `extensions` of any error a resolver throws into the GraphQL error
+  // it reports, so the refusal needs to be no GraphQLError on the wire; as an
+  // IntrinsicException, Nest does not log it at ERROR with a stack for every refused field.
+  if (Intrinsic !== undefined) return Object.assign(new Intrinsic(message), { extensions });
   if (GraphQLError !== undefined) return new GraphQLError(message, { extensions });
-  // Not loaded (a subclass refusing before any guarded call): graphql-js copies the
-  // `extensions` of a plain error into the error it reports.
   return Object.assign(new Error(message), { extensions });
 }
 
@@ -216,6 +225,10 @@ export const graphqlTransport: Transport = {
       default?: { GraphQLError?: GraphQLErrorClass };
     };
     GraphQLError = graphql.GraphQLError ?? graphql.default?.GraphQLError;
+    const common = (await import('@nestjs/common')) as {
+      IntrinsicException?: new (message?: string) => Error;
+    };
+    Intrinsic = common.IntrinsicException;
   },
   carrier: carrierOf,
   request: requestOf,
