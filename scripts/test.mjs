@@ -2,7 +2,7 @@
 // measure latency (jest.config.js, TIMING) alone, so another worker's load does not stretch
 // them. Arguments go to both passes: `npm test -- test/e2e/keys.test.ts` runs just that file.
 import { spawnSync } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, URL } from 'node:url';
 
 // The path `npm test` always used; jest's `exports` do not list its bin for resolve().
 const jest = fileURLToPath(new URL('../node_modules/jest/bin/jest.js', import.meta.url));
