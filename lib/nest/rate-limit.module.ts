@@ -36,9 +36,24 @@ export class RateLimitModule {
 
   /** Options from other providers, e.g. `ConfigService`. */
   static forRootAsync(options: RateLimitModuleAsyncOptions): DynamicModule {
+    const factory = options.useFactory as (...args: unknown[]) => unknown;
     const provider: Provider = {
       provide: RATE_LIMIT_OPTIONS,
-      useFactory: options.useFactory as (...args: unknown[]) => unknown,
+      // `global` and `guard` shape the module before the factory runs: from it, they would
+      // be ignored without a word.
+      useFactory: async (...args: unknown[]) => {
+        const built = (await factory(...args)) as RateLimitModuleOptions;
+        for (const option of ['global', 'guard'] as const) {
+          if (built !== null && typeof built === 'object' && built[option] !== undefined) {
+            throw new RateLimitConfigError(
+              'ERR_RATE_LIMIT_OPTION',
+              `${option} returned by useFactory is ignored: give it to forRootAsync({ ${option}, useFactory })`,
+              'RateLimitModule.forRootAsync',
+            );
+          }
+        }
+        return built;
+      },
       inject: (options.inject ?? []) as never[],
     };
     return build(
@@ -55,7 +70,7 @@ export class RateLimitModule {
  * @throws {RateLimitConfigError} `ERR_RATE_LIMIT_OPTION` for anything but a subclass
  */
 function guardOf(guard: unknown, where: string): Type<RateLimitGuard> {
-  if (guard === undefined) return RateLimitGuard;
+  if (guard === undefined || guard === RateLimitGuard) return RateLimitGuard;
   if (typeof guard === 'function' && guard.prototype instanceof RateLimitGuard) {
     return guard as Type<RateLimitGuard>;
   }

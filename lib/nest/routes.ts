@@ -91,7 +91,12 @@ export class RouteTable {
     const cached = byHandler?.get(handler);
     if (cached) return cached;
     const merged = new Map<string, { declared: DeclaredPolicy; isDefault: boolean }>();
-    for (const d of this.defaults) merged.set(d.name, { declared: d, isDefault: true });
+    // Not on message and event handlers: a default keyed by the caller would put every
+    // producer of a transport without addresses (NATS, Kafka, Redis) in one budget, and drop
+    // events. A handler there is limited by its own @RateLimit, with a key over its payload.
+    if (Reflect.getMetadata(PATTERN_METADATA, handler) === undefined) {
+      for (const d of this.defaults) merged.set(d.name, { declared: d, isDefault: true });
+    }
     for (const holder of [...classChain(controller), handler]) {
       const skip: true | string[] | undefined = Reflect.getOwnMetadata(
         SKIP_RATE_LIMIT_METADATA,
@@ -218,6 +223,9 @@ function hasOwnGuards(controller: Target, handler: Target): boolean {
     (Reflect.getMetadata(GUARDS_METADATA, target) as unknown[] | undefined) ?? [];
   return [...own(controller), ...own(handler)].some((guard) => !isRateLimitGuard(guard));
 }
+
+/** `PATTERN_METADATA` of `@nestjs/microservices`: `@MessagePattern`, `@EventPattern`. */
+const PATTERN_METADATA = 'microservices:pattern';
 
 /** Nest's metadata key of an HTTP route's method (`METHOD_METADATA` in `@nestjs/common`). */
 const METHOD_METADATA = 'method';

@@ -9,8 +9,14 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { Controller, Module, Post, type Type } from '@nestjs/common';
 import { APP_GUARD } from '@nestjs/core';
 import { readFileSync } from 'node:fs';
-import { RateLimit, RateLimitConfigError, RateLimitModule } from '../../lib/index.js';
-import { redisUrl } from '../harness/redis.js';
+import { ConfigModule, ConfigService } from '@nestjs/config';
+import {
+  RateLimit,
+  RateLimitConfigError,
+  RateLimitGuard,
+  RateLimitModule,
+} from '../../lib/index.js';
+import { newRedis, redisUrl } from '../harness/redis.js';
 import { AppRateLimitGuard } from './support/app-rate-limit.guard.js';
 import { bootstrap, createApp, PLATFORMS, uniquePrefix, type Platform } from './support/app.js';
 
@@ -131,5 +137,81 @@ describe.each(PLATFORMS)('a RateLimitGuard subclass on %s', (platform) => {
     expect(() => RateLimitModule.forRoot({ guard: NotAGuard as never })).toThrow(
       /^invalid guard NotAGuard: expected a class that extends RateLimitGuard \(in RateLimitModule\.forRoot\)/,
     );
+  });
+});
+
+describe.each(PLATFORMS)('forRootAsync on %s', (platform) => {
+  // The README's example, word for word (checked below), in an app of its own.
+  const readmeModule = () =>
+    RateLimitModule.forRootAsync({
+      imports: [ConfigModule],
+      inject: [ConfigService],
+      useFactory: (config: ConfigService) => ({
+        redis: config.get<string>('REDIS_URL'),
+        prefix: config.get<string>('SERVICE_NAME'),
+        default: '1000/h',
+      }),
+    });
+
+  it('is the README example, and limits with the options from the configuration', async () => {
+    const example = /RateLimitModule\.forRootAsync\(\{[\s\S]*?\n\}\);/.exec(README)![0];
+    const source = readFileSync(new URL(import.meta.url), 'utf8');
+    expect(source).toContain(example.replace(/\n/g, '\n    ').replace(/\);$/, ');'));
+    const prefix = uniquePrefix();
+    @Module({
+      imports: [
+        ConfigModule.forRoot({
+          isGlobal: true,
+          ignoreEnvFile: true,
+          load: [() => ({ REDIS_URL: redisUrl(), SERVICE_NAME: prefix })],
+        }),
+        readmeModule(),
+      ],
+      controllers: [OrdersController],
+    })
+    class ConfiguredApp {}
+    const app = await listen(platform, ConfiguredApp);
+    try {
+      const statuses = [];
+      for (let i = 0; i < 4; i++) statuses.push((await post(app.url)).status);
+      expect(statuses).toEqual([201, 201, 201, 429]);
+      // The prefix came from the configuration (the route's own '3/m' is named `default` too,
+      // and replaces the module's there).
+      const redis = newRedis();
+      try {
+        expect(await redis.keys(`${prefix}:*`)).toEqual([
+          `${prefix}:{ip:127.0.0.1}:OrdersController.create:default:tb`,
+        ]);
+      } finally {
+        await redis.quit();
+      }
+    } finally {
+      await app.app.close();
+    }
+  });
+
+  it.each(['global', 'guard'] as const)(
+    'a %s returned by the factory fails the start, saying where it belongs',
+    async (option) => {
+      @Module({
+        imports: [
+          RateLimitModule.forRootAsync({
+            useFactory: () => ({
+              store: 'memory',
+              [option]: option === 'global' ? false : AppRateLimitGuard,
+            }),
+          }),
+        ],
+        controllers: [OrdersController],
+      })
+      class Misconfigured {}
+      await expect(bootstrap(platform, Misconfigured)).rejects.toThrow(
+        new RegExp(`^${option} returned by useFactory is ignored: give it to forRootAsync`),
+      );
+    },
+  );
+
+  it('guard: RateLimitGuard itself is the default, not an error', () => {
+    expect(() => RateLimitModule.forRoot({ guard: RateLimitGuard })).not.toThrow();
   });
 });
