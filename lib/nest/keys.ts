@@ -38,6 +38,15 @@ export function needsUser(key: KeyFn): boolean {
 
 /** Built-in identities (DESIGN §5), on every transport that has what they read. */
 export const keys = {
+  /**
+   * Marks your key function as one that reads no user (a header, the body, a route
+   * parameter): on a route with guards of its own it is decided before them, like `keys.ip`,
+   * e.g. a per-account login limit,
+   * `keys.withoutUser((ctx) => 'acct:' + rateLimitContext(ctx).request?.body?.account)`.
+   * Returns `key`.
+   */
+  withoutUser: (key: KeyFn): KeyFn => withoutUser(key),
+
   /** The client address, `ip:<address>`. */
   ip: withoutUser((_ctx, helpers) => helpers.ip()),
 

@@ -129,9 +129,7 @@ export class RouteTable {
               ...routeOfRules(name, late),
               unauthenticated: routeOfRules(
                 name,
-                late
-                  .filter((r) => !r.shadow)
-                  .map((r) => ({ ...r, scope: `${r.scope.slice(0, 112)}/unauthenticated` })),
+                late.filter((r) => !r.shadow).map(unauthenticatedRule),
               ),
             },
           };
@@ -200,6 +198,20 @@ export class RouteTable {
       where: declared.where,
     };
   }
+}
+
+/**
+ * A policy as the budget of an address's requests that the route's guards refuse: no user
+ * yet, so a cost function (which may read the user or the body) counts 1, and never
+ * fail-closed (a store outage must not refuse the users those guards would admit).
+ */
+function unauthenticatedRule(rule: Rule): Rule {
+  return {
+    ...rule,
+    scope: `${rule.scope.slice(0, 112)}/unauthenticated`,
+    cost: typeof rule.cost === 'number' ? rule.cost : 1,
+    failClosed: false,
+  };
 }
 
 function routeOfRules(name: string, rules: readonly Rule[]): Route {

@@ -103,6 +103,19 @@ class AuthController {
     return 'welcome';
   }
 
+  // One budget per account, whoever guesses: a key that reads no user, decided first.
+  @Post('account')
+  @HttpCode(200)
+  @UseGuards(PasswordGuard)
+  @RateLimit('3/m', {
+    key: keys.withoutUser(
+      (ctx) => `acct:${rateLimitContext<Req>(ctx).request!.headers['x-account']}`,
+    ),
+  })
+  account() {
+    return 'welcome';
+  }
+
   // The default key (the user, else the address): decided after the guard.
   @Post('guess')
   @HttpCode(200)
@@ -230,6 +243,24 @@ describe.each(PLATFORMS)('policies behind a route guard, on %s', (platform) => {
     }
     expect(attempts).toEqual([401, 401, 401, 429, 429]);
     expect(passwordChecks.count).toBe(3);
+  });
+
+  // Review: a custom key was deferred like a user key, so one account's password could be
+  // guessed without limit from many addresses.
+  it('a per-account key marked withoutUser is decided before the password check', async () => {
+    const attempt = async (account: string) => {
+      const res = await fetch(`${h.url}/auth/account`, {
+        method: 'POST',
+        headers: { 'x-password': 'wrong', 'x-account': account },
+      });
+      await res.arrayBuffer();
+      return res.status;
+    };
+    const victim = [];
+    for (let i = 0; i < 5; i++) victim.push(await attempt('victim'));
+    expect(victim).toEqual([401, 401, 401, 429, 429]);
+    expect(passwordChecks.count).toBe(3);
+    expect(await attempt('other')).toBe(401);
   });
 
   it('a login limited per IP is refused before any password check runs', async () => {
