@@ -43,6 +43,14 @@ export interface RateLimitOptions {
   headers?: boolean;
   /** Put the wait in the 429 body. `false` for login pages. Default true. */
   exposeDetails?: boolean;
+  /**
+   * A penalty: once a request is refused under this policy, its identity is refused for this
+   * long, e.g. `'15m'` or a number of **ms** (`Retry-After` shows the block's end). Resets,
+   * exemptions and overrides lift it. Default: none.
+   */
+  block?: string | number;
+  /** With `block`: a request refused during the block starts it again. Default false. */
+  extendBlock?: boolean;
 }
 
 /**
@@ -149,7 +157,7 @@ export function declare(
       where,
     );
   }
-  const { name = 'default', scope, algorithm, burst, cost } = options;
+  const { name = 'default', scope, algorithm, burst, cost, block, extendBlock } = options;
   if (typeof cost === 'number') checkCost(cost, undefined, name, where);
   else if (cost !== undefined && typeof cost !== 'function')
     checkCost(cost, undefined, name, where);
@@ -178,6 +186,8 @@ export function declare(
     algorithm,
     burst,
     cost: typeof cost === 'number' ? cost : undefined,
+    block,
+    extendBlock,
   };
   if (typeof rate === 'function') {
     // The rate comes per request; check the rest on a stand-in rate now, so a bad name,

@@ -1,5 +1,7 @@
 import { describe } from '@jest/globals';
+import { penaltySuite } from '../conformance/penalties.js';
 import { conformanceSuite } from '../conformance/suite.js';
 import { clusterKind } from '../conformance/stores.js';
 
 describe('conformance: cluster', () => conformanceSuite(clusterKind));
+describe('penalties: cluster', () => penaltySuite(clusterKind));

@@ -1,5 +1,7 @@
 import { describe } from '@jest/globals';
+import { penaltySuite } from '../conformance/penalties.js';
 import { conformanceSuite } from '../conformance/suite.js';
 import { standaloneKind } from '../conformance/stores.js';
 
 describe('conformance: standalone', () => conformanceSuite(standaloneKind));
+describe('penalties: standalone', () => penaltySuite(standaloneKind));

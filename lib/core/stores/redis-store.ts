@@ -1,5 +1,6 @@
 import type { Cluster, Redis } from 'ioredis';
 import { ALGORITHM_IMPLS, decideAll, type State } from '../algorithms/index.js';
+import { blockedOutcome, startsBlock } from '../penalty.js';
 import { decodeInts } from '../algorithms/types.js';
 import { algorithmTagOf, baseKeyOf, isControlKey } from '../keys.js';
 import { CONTROL_SCRIPT, CONTROL_SHA, INSPECT_SCRIPT, INSPECT_SHA } from './redis-admin-scripts.js';
@@ -54,7 +55,7 @@ export class RedisStore implements RateLimitStore {
 
   async consume(policies: readonly StorePolicy[]): Promise<StoreOutcome[]> {
     const groups = this.client.isCluster ? groupByHashTag(policies) : [];
-    if (groups.length <= 1) return this.consumeOne(policies, true);
+    if (groups.length <= 1) return this.consumeOne(policies, 'c');
     // Keys of different identities may live on different Cluster nodes, out of reach of
     // one script. Decide every identity first, writing nothing; commit only if all admit.
     // (Between the two steps another request may spend the same budget; then a commit can
@@ -65,24 +66,42 @@ export class RedisStore implements RateLimitStore {
       for (const group of groups) {
         const result = await this.consumeOne(
           group.map((i) => policies[i]!),
-          commit,
+          commit ? 'c' : 'd',
         );
         group.forEach((i, k) => (outcomes[i] = result[k]!));
       }
       return outcomes;
     };
     const decided = await run(false);
-    return decided.every((o) => o.allowed) ? run(true) : decided;
+    if (decided.every((o) => o.allowed)) return run(true);
+    // A refusal under a policy with a penalty starts its block: its identity is asked again,
+    // in a mode that writes only blocks.
+    for (const group of groups) {
+      if (!group.some((i) => !decided[i]!.allowed && policies[i]!.blockMs !== undefined)) continue;
+      const result = await this.consumeOne(
+        group.map((i) => policies[i]!),
+        'b',
+      );
+      group.forEach((i, k) => (decided[i] = result[k]!));
+    }
+    return decided;
   }
 
+  /** @param mode `c` commit, `d` decide only, `b` decide and write penalties (see CONSUME_SCRIPT) */
   private async consumeOne(
     policies: readonly StorePolicy[],
-    commit: boolean,
+    mode: 'c' | 'd' | 'b',
   ): Promise<StoreOutcome[]> {
-    const mode = commit ? 'c' : 'd';
     const args: (string | number)[] = [this.clock ? `${mode}${this.clock()}` : mode];
     for (const p of policies) {
-      args.push(ALGORITHM_IMPLS[p.algorithm].code, p.limit, p.periodMs, p.capacity, p.cost);
+      const code = ALGORITHM_IMPLS[p.algorithm].code;
+      args.push(
+        p.blockMs === undefined ? code : `${code}${p.extendBlock ? 'B' : 'b'}${p.blockMs}`,
+        p.limit,
+        p.periodMs,
+        p.capacity,
+        p.cost,
+      );
     }
     const reply = await this.evalConsume(
       policies.map((p) => p.key),
@@ -110,7 +129,7 @@ export class RedisStore implements RateLimitStore {
     const controlled = effects
       ? evaluations.map((e, i) => {
           const effect = effects[i] ?? '';
-          if (effect === '') return e;
+          if (effect === '' || effect.startsWith('b')) return e;
           const params = effect === 'x' ? { ...e.params, cost: 0 } : overridden(e.params, effect);
           const state =
             e.debt === undefined
@@ -119,9 +138,17 @@ export class RedisStore implements RateLimitStore {
           return { ...e, params, state };
         })
       : evaluations;
-    return decideAll(controlled).map(({ allowed, remaining, resetMs, retryAfterMs }, i) => {
+    // Blocks in force, with their ms left (see penalty.ts).
+    const blocks = effects?.map((e) => (e.startsWith('b') ? Number(e.slice(1)) : undefined));
+    return decideAll(controlled, blocks).map((o, i) => {
+      const { allowed, remaining, resetMs, retryAfterMs } = o;
       const outcome: StoreOutcome = { allowed, remaining, resetMs, retryAfterMs };
       const effect = effects?.[i] ?? '';
+      const policy = policies[i]!;
+      if (blocks?.[i] !== undefined) return { ...outcome, blocked: true };
+      if (mode !== 'd' && startsBlock(policy, o, undefined, effect !== '')) {
+        return { ...blockedOutcome(o, policy.blockMs!), blocked: true };
+      }
       if (effect === '') return outcome;
       if (effect === 'x') return { ...outcome, exempt: true };
       const { limit, periodMs } = controlled[i]!.params;

@@ -16,6 +16,10 @@ export interface StorePolicy {
   readonly capacity: number;
   /** Units to spend: an integer >= 0; 0 reads without writing. */
   readonly cost: number;
+  /** A penalty: **ms** the policy refuses the identity after refusing it once (see `penalty.ts`). */
+  readonly blockMs?: number;
+  /** With `blockMs`: a refusal during the block starts it again. */
+  readonly extendBlock?: true;
 }
 
 /** One policy's verdict. Durations in **milliseconds**, integers >= 0. */
@@ -29,6 +33,8 @@ export interface StoreOutcome {
   readonly exempt?: true;
   /** An operator's override replaced the policy's rate: the limit and period in force. */
   readonly override?: { readonly limit: number; readonly periodMs: number };
+  /** Refused under a penalty: a block was in force, or this refusal started one. */
+  readonly blocked?: true;
 }
 
 /**
