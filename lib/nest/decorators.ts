@@ -51,6 +51,19 @@ export interface RateLimitOptions {
   block?: string | number;
   /** With `block`: a request refused during the block starts it again. Default false. */
   extendBlock?: boolean;
+  /**
+   * Count by outcome: `'failed'` gives an admitted request its units back once its response
+   * shows it succeeded (failed logins only), `'succeeded'` once it shows it failed. Spent on
+   * decision as always; refunded in one atomic store call after the response is sent (HTTP;
+   * a request whose response never completes keeps its spending). Default: every request.
+   */
+  count?: 'failed' | 'succeeded';
+  /**
+   * With `count`: whether a response failed, from its HTTP status (a thrown exception is
+   * answered with its status, 500 for anything but an `HttpException`). Default
+   * `status >= 400`.
+   */
+  failed?: (status: number) => boolean;
 }
 
 /**
@@ -170,7 +183,14 @@ export function declare(
       );
     }
   }
-  for (const fn of ['key'] as const) {
+  if (options.count !== undefined && options.count !== 'failed' && options.count !== 'succeeded') {
+    throw new RateLimitConfigError(
+      'ERR_RATE_LIMIT_OPTION',
+      `invalid count ${quote(options.count)}: expected 'failed' or 'succeeded'`,
+      where,
+    );
+  }
+  for (const fn of ['key', 'failed'] as const) {
     if (options[fn] !== undefined && typeof options[fn] !== 'function') {
       throw new RateLimitConfigError(
         'ERR_RATE_LIMIT_OPTION',

@@ -3,6 +3,7 @@ import { applicableOverride } from '../control.js';
 import { algorithmTagOf } from '../keys.js';
 import { quote, RateLimitConfigError } from '../errors.js';
 import { blockedOutcome, blockKeyOf, startsBlock } from '../penalty.js';
+import { markOf, refundedState, type StoreRefund } from '../refund.js';
 import type {
   ControlChange,
   ControlSnapshot,
@@ -123,9 +124,26 @@ export class MemoryStore implements RateLimitStore {
           return { ...blockedOutcome(o, policy.blockMs!), blocked: true };
         }
         if (exempt) return { ...outcome, exempt };
-        return override ? { ...outcome, override } : outcome;
+        if (override) return { ...outcome, override };
+        return o.state ? { ...outcome, mark: markOf(policy.algorithm, o.state) } : outcome;
       }),
     );
+  }
+
+  /** See {@link RateLimitStore.refund} and `refund.ts`. */
+  refund(refunds: readonly StoreRefund[]): Promise<number> {
+    const now = this.clock();
+    let given = 0;
+    for (const refund of refunds) {
+      const entry = this.entries.get(refund.key);
+      const live = entry && entry.expiresAt > now ? entry : undefined;
+      const after = refundedState(refund, live?.state, live?.expiresAt ?? 0, now);
+      if (after === null) continue;
+      given++;
+      if (after === undefined) this.entries.delete(refund.key);
+      else this.entries.set(refund.key, after);
+    }
+    return Promise.resolve(given);
   }
 
   /**

@@ -1,6 +1,8 @@
 import type { Cluster, Redis } from 'ioredis';
 import { ALGORITHM_IMPLS, decideAll, type State } from '../algorithms/index.js';
 import { blockedOutcome, startsBlock } from '../penalty.js';
+import { markOf, owedTicks, type StoreRefund } from '../refund.js';
+import { REFUND_SCRIPT, REFUND_SHA } from './redis-refund-script.js';
 import { decodeInts } from '../algorithms/types.js';
 import { algorithmTagOf, baseKeyOf, isControlKey } from '../keys.js';
 import { CONTROL_SCRIPT, CONTROL_SHA, INSPECT_SCRIPT, INSPECT_SHA } from './redis-admin-scripts.js';
@@ -149,11 +151,37 @@ export class RedisStore implements RateLimitStore {
       if (mode !== 'd' && startsBlock(policy, o, undefined, effect !== '')) {
         return { ...blockedOutcome(o, policy.blockMs!), blocked: true };
       }
-      if (effect === '') return outcome;
+      if (effect === '') {
+        // Token bucket and GCRA are read at time 0 (a debt): their TAT counts from now.
+        const offset = this.clock?.() ?? Date.now();
+        return o.state ? { ...outcome, mark: markOf(policy.algorithm, o.state, offset) } : outcome;
+      }
       if (effect === 'x') return { ...outcome, exempt: true };
       const { limit, periodMs } = controlled[i]!.params;
       return { ...outcome, override: { limit, periodMs } };
     });
+  }
+
+  /** One script call per identity (hash tag); see REFUND_SCRIPT. */
+  async refund(refunds: readonly StoreRefund[]): Promise<number> {
+    let given = 0;
+    for (const group of groupByHashTag(refunds)) {
+      const keys: string[] = [];
+      const now = this.clock?.();
+      const args: (string | number)[] = [now ?? ''];
+      for (const i of group) {
+        const r = refunds[i]!;
+        const code = ALGORITHM_IMPLS[r.algorithm].code;
+        // Token bucket and GCRA give back what is still owed, in ticks (see owedTicks).
+        const amount = code > 2 ? owedTicks(r, now ?? Date.now()) : r.cost;
+        if (amount === 0) continue;
+        keys.push(r.key);
+        args.push(code, r.limit, r.periodMs, amount, r.mark);
+      }
+      if (keys.length === 0) continue;
+      given += (await this.evalScript(REFUND_SCRIPT, REFUND_SHA, keys, args)) as number;
+    }
+    return given;
   }
 
   async deleteByPrefix(keyPrefix: string): Promise<number> {
@@ -276,7 +304,7 @@ export class RedisStore implements RateLimitStore {
  * Splits policy indexes by the Cluster hash tag of their keys (the `{...}` part), in order;
  * policies of one identity share a tag, hence a slot.
  */
-function groupByHashTag(policies: readonly StorePolicy[]): number[][] {
+function groupByHashTag(policies: readonly { readonly key: string }[]): number[][] {
   const groups = new Map<string, number[]>();
   policies.forEach((p, i) => {
     const open = p.key.indexOf('{');

@@ -1,4 +1,5 @@
 import type { Algorithm } from '../policy.js';
+import type { StoreRefund } from '../refund.js';
 
 /**
  * One policy of a request, as a store evaluates it. Every `key` of one call shares the
@@ -35,6 +36,11 @@ export interface StoreOutcome {
   readonly override?: { readonly limit: number; readonly periodMs: number };
   /** Refused under a penalty: a block was in force, or this refusal started one. */
   readonly blocked?: true;
+  /**
+   * Admitted and spent under the policy's own state (no exemption, no override): where, for
+   * a later {@link RateLimitStore.refund} (see `StoreRefund.mark`).
+   */
+  readonly mark?: number;
 }
 
 /**
@@ -71,6 +77,13 @@ export interface RateLimitStore {
    * `RateLimitService` throw a clear error without it.
    */
   control?(key: string, change: ControlChange): Promise<ControlSnapshot>;
+  /**
+   * Gives back what one request spent (see `refund.ts`), atomically per identity: never more
+   * than it spent, never below empty. Optional for third-party stores: `count` policies
+   * need it.
+   * @returns how many policies got something back
+   */
+  refund?(refunds: readonly StoreRefund[]): Promise<number>;
   /** Releases what the store itself created (timers, its own connections). */
   close?(): Promise<void>;
 }

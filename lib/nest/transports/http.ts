@@ -10,6 +10,9 @@ type HeaderSink = {
   raw?: unknown;
 };
 
+/** The Node response, as far as its end goes. */
+type NodeResponse = { once?: (event: 'finish', listener: () => void) => void; statusCode: number };
+
 // `getArgByIndex` is what `switchToHttp().getRequest()` reads, without the three closures
 // `switchToHttp` allocates on every call.
 function requestOf(ctx: ExecutionContext): RequestLike | undefined {
@@ -47,5 +50,14 @@ export const httpTransport: Transport = {
   refuse(ctx: ExecutionContext, outcome: RequestOutcome): never {
     setHeaders(ctx, outcome.headers);
     throw new HttpException(outcome.refusal!.body, outcome.refusal!.status);
+  },
+  onSent(ctx, done) {
+    // Express's response is the Node one; Fastify's reply holds it as `raw`.
+    const response = ctx.getArgByIndex<{ raw?: NodeResponse } & NodeResponse>(1);
+    const node = response?.raw ?? response;
+    if (typeof node?.once !== 'function') return;
+    // 'finish' fires once the response is handed to the OS in full; a dropped connection
+    // ('close' alone) keeps the spending.
+    node.once('finish', () => done(node.statusCode));
   },
 };
