@@ -2,7 +2,8 @@
  * Penalties (`block` on a policy, issue 15), part of the conformance suite: the same rules
  * on every store, with an injected clock.
  */
-import { afterAll, describe, expect, it } from '@jest/globals';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { Logger } from '@nestjs/common';
 import { ALGORITHMS, RateLimitService, type Decision } from '../../lib/index.js';
 import { setup } from './suite.js';
 import type { StoreKind } from './stores.js';
@@ -18,6 +19,8 @@ function only(decision: Decision) {
 export function penaltySuite(makeKind: () => StoreKind): void {
   const kind = makeKind();
   afterAll(() => kind.close());
+  // RateLimitService logs each exemption and override: not this suite's subject.
+  beforeAll(() => Logger.overrideLogger(false));
 
   describe.each(ALGORITHMS)('penalties: %s', (algorithm) => {
     const policy = { rate: '5/m', algorithm, block: '15m' } as const;
@@ -69,6 +72,21 @@ export function penaltySuite(makeKind: () => StoreKind): void {
         allowed: false,
         retryAfterMs: BLOCK - 1000,
       });
+    });
+
+    it('inspect shows the block and what is left of it, even once the state has expired; reset clears it', async () => {
+      const { clock, limiter } = setup(kind);
+      for (let i = 0; i < 6; i++) await limiter.consume('ins', policy);
+      clock.now += 1000;
+      expect(await limiter.inspect('ins', { policies: [policy] })).toEqual([
+        expect.objectContaining({ policy: 'default', algorithm, blockedMs: BLOCK - 1000 }),
+      ]);
+      // Three periods on, the rate's state is empty or gone; the block is still there.
+      clock.now += 3 * MINUTE;
+      const [later] = await limiter.inspect('ins', { policies: [policy] });
+      expect(later).toMatchObject({ blockedMs: BLOCK - 1000 - 3 * MINUTE, remaining: 5 });
+      await limiter.reset('ins');
+      expect(await limiter.inspect('ins', { policies: [policy] })).toEqual([]);
     });
 
     it('a peek starts no block and a cost 0 request writes nothing', async () => {

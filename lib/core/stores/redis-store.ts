@@ -257,6 +257,8 @@ export class RedisStore implements RateLimitStore {
     nowMs: number,
   ): readonly number[] | undefined | null {
     const tag = algorithmTagOf(key);
+    // A block (see penalty.ts): its end, held by the value on a test clock, else the expiry.
+    if (tag === 'b') return this.clock ? decodeInts(value, 1) : [nowMs + ttlMs];
     if (tag === 'fw') return decodeInts(value, 2);
     if (tag === 'sw') return decodeInts(value, 3);
     if (tag !== 'tb' && tag !== 'gcra') return undefined;
