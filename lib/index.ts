@@ -30,7 +30,9 @@ export {
   type ConsumeOptions,
   type Policies,
   type RateLimiterOptions,
+  type Spending,
 } from './core/limiter.js';
+export type { StoreRefund } from './core/refund.js';
 export type {
   ControlChange,
   ControlSnapshot,

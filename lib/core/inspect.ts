@@ -1,6 +1,7 @@
 import { ALGORITHM_IMPLS } from './algorithms/index.js';
 import { applicableOverride, type OverrideEntry } from './control.js';
 import { baseKeyOf, isControlKey } from './keys.js';
+import { blockKeyOf } from './penalty.js';
 import { ALGORITHMS, type Algorithm } from './policy.js';
 import type { StoreSnapshot } from './stores/store.js';
 
@@ -39,6 +40,8 @@ export interface InspectedPolicy {
   readonly remaining?: number;
   /** The override in force for this policy, if any. */
   readonly override?: Omit<OverrideEntry, 'scope' | 'policy' | 'reason'>;
+  /** **ms** left of a penalty (`block`) in force for this policy, if any. */
+  readonly blockedMs?: number;
 }
 
 /** A policy the caller knows the rate of, to report `limit` and `remaining`. */
@@ -66,8 +69,11 @@ export function describeSnapshot(
   const control = snapshot.keys.find((k) => isControlKey(k.key))?.fields ?? {};
   const out: InspectedPolicy[] = [];
   const byKey = new Map(snapshot.keys.map((k) => [k.key, k]));
-  // A policy may have state only under an override (`<key>:o<untilMs>`): list it by its key.
-  const keys = new Set(snapshot.keys.map((k) => baseKeyOf(k.key)));
+  // A policy may have state only under an override (`<key>:o<untilMs>`), or only a block
+  // (`<key>:b`, see penalty.ts): list it by its key.
+  const keys = new Set(
+    snapshot.keys.map((k) => baseKeyOf(k.key.endsWith(':b') ? k.key.slice(0, -2) : k.key)),
+  );
   for (const key of keys) {
     if (!key.startsWith(identityPrefix)) continue;
     const parts = key.slice(identityPrefix.length).split(':');
@@ -77,10 +83,17 @@ export function describeSnapshot(
     const override = applicableOverride(control, nowMs, scope, name);
     // Each override runs on state of its own (see CONSUME_SCRIPT): that is the state in force.
     const stored = byKey.get(override ? `${key}:o${nowMs + override.expiresInMs}` : key);
-    if (stored?.state === undefined && !override) continue;
-    // An override not used yet: its state is fresh.
+    // A block's state is its end, in ms on the store's clock.
+    const end = byKey.get(blockKeyOf(key))?.state?.[0];
+    const blockedMs = end !== undefined && end > nowMs ? end - nowMs : undefined;
+    if (stored?.state === undefined && !override && blockedMs === undefined) continue;
+    // An override not used yet, or a block that outlived the state: the state is fresh.
     const fresh = !override
-      ? []
+      ? algorithm === 'fixed-window'
+        ? [0, nowMs]
+        : algorithm === 'sliding-window'
+          ? [0, 0, 0]
+          : [0, 0]
       : algorithm === 'fixed-window'
         ? [0, nowMs]
         : algorithm === 'sliding-window'
@@ -105,6 +118,7 @@ export function describeSnapshot(
       policy: name,
       algorithm,
       ...(override && { override }),
+      ...(blockedMs !== undefined && { blockedMs }),
     };
     if (!windowed) {
       const [ms, ticks] = state as [number, number];

@@ -19,7 +19,17 @@ import {
 import { DenyCache, type DenyCacheOptions } from './deny-cache.js';
 import { boundedCall } from './store-call.js';
 import { decisionOf, storePoliciesOf } from './store-policies.js';
-import type { RateLimitStore } from './stores/store.js';
+import type { StoreRefund } from './refund.js';
+import type { RateLimitStore, StoreOutcome, StorePolicy } from './stores/store.js';
+
+/**
+ * What a request spent, from {@link RateLimiter.spend}, to give back with
+ * {@link RateLimiter.refund}: per entry (by its index in the request's entries) that spent
+ * under its policy's own state.
+ */
+export interface Spending {
+  readonly refunds: readonly { readonly index: number; readonly refund: StoreRefund }[];
+}
 
 /** Options of {@link RateLimiter}. */
 export interface RateLimiterOptions {
@@ -180,6 +190,54 @@ export class RateLimiter {
   }
 
   /**
+   * Like {@link RateLimiter.consumeEach}, and returns what the request spent, to give back
+   * with {@link RateLimiter.refund} once its outcome is known (`count: 'failed'`).
+   * `spending` is undefined when nothing was spent (denied, exempt, cost 0, overridden).
+   * @throws like {@link RateLimiter.consume}
+   */
+  async spend(
+    entries: readonly LimitEntry[],
+    options: ConsumeOptions = {},
+  ): Promise<{ decision: Decision; spending?: Spending }> {
+    let spending: Spending | undefined;
+    const decision = await this.run(entries, options, false, (policies, outcomes) => {
+      const refunds: Spending['refunds'][number][] = [];
+      outcomes.forEach((o, index) => {
+        const { key, algorithm, limit, periodMs, cost } = policies[index]!;
+        if (o.mark !== undefined && cost > 0) {
+          refunds.push({ index, refund: { key, algorithm, limit, periodMs, cost, mark: o.mark } });
+        }
+      });
+      if (refunds.length > 0) spending = { refunds };
+    });
+    return spending ? { decision, spending } : { decision };
+  }
+
+  /**
+   * Gives back what a request spent (see {@link RateLimiter.spend}) under the entries at
+   * `indexes` (default: all), atomically, one store call per identity: never more than it
+   * spent, never below empty, nothing for a window that has passed.
+   * @returns how many policies got something back
+   * @throws {RateLimitConfigError} `ERR_RATE_LIMIT_OPTION` when the store has no `refund`
+   * @throws {RateLimitBackendError} when the store fails or exceeds `timeoutMs`
+   */
+  refund(spending: Spending, indexes?: readonly number[]): Promise<number> {
+    const store = this.store;
+    if (typeof store.refund !== 'function') {
+      throw new RateLimitConfigError(
+        'ERR_RATE_LIMIT_OPTION',
+        'this rate-limit store cannot refund: implement RateLimitStore.refund',
+        'RateLimiter.refund',
+      );
+    }
+    const refunds = spending.refunds
+      .filter((r) => indexes === undefined || indexes.includes(r.index))
+      .map((r) => r.refund);
+    if (refunds.length === 0) return Promise.resolve(0);
+    return boundedCall(() => store.refund!(refunds), this.timeoutMs, this.breaker);
+  }
+
+  /**
    * Reads every policy's state for `identity`, spending nothing and writing nothing
    * (a consume at cost 0).
    * @throws like {@link RateLimiter.consume}
@@ -271,6 +329,7 @@ export class RateLimiter {
     entries: readonly LimitEntry[],
     options: ConsumeOptions,
     peek: boolean,
+    spent?: (policies: readonly StorePolicy[], outcomes: readonly StoreOutcome[]) => void,
   ): Promise<Decision> {
     const { cost = 1, scope = 'global' } = options;
     checkCost(cost, undefined, undefined);
@@ -285,17 +344,14 @@ export class RateLimiter {
       const remembered = cache.get(signature);
       if (remembered) return remembered;
     }
-    const decision = decisionOf(
-      policies,
-      await boundedCall(
-        () =>
-          commit
-            ? this.store.consume(storePolicies)
-            : this.store.consume(storePolicies, { commit }),
-        this.timeoutMs,
-        this.breaker,
-      ),
+    const outcomes = await boundedCall(
+      () =>
+        commit ? this.store.consume(storePolicies) : this.store.consume(storePolicies, { commit }),
+      this.timeoutMs,
+      this.breaker,
     );
+    spent?.(storePolicies, outcomes);
+    const decision = decisionOf(policies, outcomes);
     if (cache && !decision.allowed) {
       cache.remember(
         signature,

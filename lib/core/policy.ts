@@ -1,5 +1,11 @@
 import { quote, RateLimitConfigError } from './errors.js';
-import { isPositiveInteger, MAX_SCALED, parseRate, type RateInput } from './rate.js';
+import {
+  isPositiveInteger,
+  MAX_SCALED,
+  parseDurationMs,
+  parseRate,
+  type RateInput,
+} from './rate.js';
 
 /**
  * The four algorithms (DESIGN §4).
@@ -40,6 +46,17 @@ export interface PolicyInput {
   scope?: string;
   /** Units one request spends under this policy: an integer >= 0 (0 = peek). Default: the call's cost. */
   cost?: number;
+  /**
+   * A penalty: once a request is refused under this policy, the identity is refused under
+   * it for this long (a block), e.g. `'15m'`, or a number of **ms**. Resets, exemptions and
+   * overrides lift it. Default: none.
+   */
+  block?: string | number;
+  /**
+   * With `block`: a request refused during the block starts it again (a client that keeps
+   * trying stays locked out). Default `false`: the block ends when it was set to.
+   */
+  extendBlock?: boolean;
 }
 
 /** A validated policy: what the stores evaluate. */
@@ -54,6 +71,10 @@ export interface Policy {
   readonly capacity: number;
   readonly scope?: string;
   readonly cost?: number;
+  /** The penalty's length in **ms** (see {@link PolicyInput.block}). */
+  readonly blockMs?: number;
+  /** A refusal during the block starts it again. */
+  readonly extendBlock?: true;
 }
 
 /** Why a request was denied. */
@@ -83,6 +104,11 @@ export interface PolicyDecision {
    * in ms.
    */
   readonly override?: { readonly periodMs: number };
+  /**
+   * Refused under a penalty (the policy's `block`): a block was in force, or this refusal
+   * started one; `retryAfterMs` is then the block's end.
+   */
+  readonly blocked?: true;
 }
 
 /** The verdict on one request: admitted only if every policy admits (all-or-nothing). */
@@ -134,6 +160,17 @@ export function resolvePolicy(input: PolicyInput, where?: string): Policy {
   const capacity = resolveCapacity(input.burst, algorithm, limit, periodMs, name, where);
   if (input.scope !== undefined) checkScope(input.scope, where);
   if (input.cost !== undefined) checkCost(input.cost, capacity, name, where);
+  const blockMs =
+    input.block === undefined
+      ? undefined
+      : parseDurationMs(input.block, 'ERR_RATE_LIMIT_BLOCK', `block in policy "${name}"`, where);
+  if (input.extendBlock !== undefined && typeof input.extendBlock !== 'boolean') {
+    throw new RateLimitConfigError(
+      'ERR_RATE_LIMIT_BLOCK',
+      `invalid extendBlock ${quote(input.extendBlock)} in policy "${name}": expected a boolean`,
+      where,
+    );
+  }
   const policy: Policy = Object.freeze({
     name,
     limit,
@@ -142,6 +179,8 @@ export function resolvePolicy(input: PolicyInput, where?: string): Policy {
     capacity,
     ...(input.scope !== undefined && { scope: input.scope }),
     ...(input.cost !== undefined && { cost: input.cost }),
+    ...(blockMs !== undefined && { blockMs }),
+    ...(blockMs !== undefined && input.extendBlock === true && { extendBlock: true as const }),
   });
   validated.add(policy);
   return policy;
@@ -168,6 +207,8 @@ export function toPolicy(value: Policy | PolicyInput, where?: string): Policy {
         burst: windowed || p.capacity === p.limit ? undefined : p.capacity,
         scope: p.scope,
         cost: p.cost,
+        block: p.blockMs,
+        extendBlock: p.extendBlock,
       },
       where,
     );

@@ -115,3 +115,34 @@ export function formatRate({ limit, periodMs }: Rate): string {
   const count = periodMs / ms;
   return `${limit}/${count === 1 ? '' : count}${unit}`;
 }
+
+const DURATION_PATTERN = /^([1-9]\d*)?([a-z]+)$/;
+
+/**
+ * Parses a duration such as `'15m'`, `'30s'`, `'1h'` or `'500ms'` (the units of a rate's
+ * period), or a number of **ms**, into **ms**: an integer from 1 to 2^40 (about 34 years).
+ *
+ * @throws {RateLimitConfigError} with `code` (e.g. `ERR_RATE_LIMIT_BLOCK`) naming `what`
+ */
+export function parseDurationMs(
+  input: unknown,
+  code: 'ERR_RATE_LIMIT_BLOCK',
+  what: string,
+  where?: string,
+): number {
+  let ms: number | undefined;
+  if (typeof input === 'number') ms = input;
+  else if (typeof input === 'string') {
+    const match = DURATION_PATTERN.exec(input);
+    const unit = match && Object.hasOwn(UNIT_MS, match[2]!) ? UNIT_MS[match[2]!] : undefined;
+    if (match && unit !== undefined) ms = Number(match[1] ?? 1) * unit;
+  }
+  if (ms === undefined || !isPositiveInteger(ms) || ms > 2 ** 40) {
+    throw new RateLimitConfigError(
+      code,
+      `invalid ${what} ${quote(input)}: expected a duration such as '15m', '30s', '1h', or a number of ms from 1 to 2^40`,
+      where,
+    );
+  }
+  return ms;
+}

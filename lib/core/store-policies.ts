@@ -69,6 +69,8 @@ export function storePoliciesOf(
         periodMs: policy.periodMs,
         capacity: policy.capacity,
         cost: peek ? 0 : spend,
+        ...(policy.blockMs !== undefined && { blockMs: policy.blockMs }),
+        ...(policy.extendBlock && { extendBlock: true as const }),
       };
     },
   );
@@ -85,6 +87,7 @@ export function decisionOf(policies: Policy[], outcomes: StoreOutcome[]): Decisi
       resetMs: o.resetMs,
       retryAfterMs: o.retryAfterMs,
     };
+    if (o.blocked) return { ...decision, blocked: true };
     if (o.exempt) return { ...decision, exempt: true };
     if (o.override) return { ...decision, override: { periodMs: o.override.periodMs } };
     return decision;

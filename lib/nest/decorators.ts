@@ -43,6 +43,27 @@ export interface RateLimitOptions {
   headers?: boolean;
   /** Put the wait in the 429 body. `false` for login pages. Default true. */
   exposeDetails?: boolean;
+  /**
+   * A penalty: once a request is refused under this policy, its identity is refused for this
+   * long, e.g. `'15m'` or a number of **ms** (`Retry-After` shows the block's end). Resets,
+   * exemptions and overrides lift it. Default: none.
+   */
+  block?: string | number;
+  /** With `block`: a request refused during the block starts it again. Default false. */
+  extendBlock?: boolean;
+  /**
+   * Count by outcome: `'failed'` gives an admitted request its units back once its response
+   * shows it succeeded (failed logins only), `'succeeded'` once it shows it failed. Spent on
+   * decision as always; refunded in one atomic store call after the response is sent (HTTP;
+   * a request whose response never completes keeps its spending). Default: every request.
+   */
+  count?: 'failed' | 'succeeded';
+  /**
+   * With `count`: whether a response failed, from its HTTP status (a thrown exception is
+   * answered with its status, 500 for anything but an `HttpException`). Default
+   * `status >= 400`.
+   */
+  failed?: (status: number) => boolean;
 }
 
 /**
@@ -149,7 +170,7 @@ export function declare(
       where,
     );
   }
-  const { name = 'default', scope, algorithm, burst, cost } = options;
+  const { name = 'default', scope, algorithm, burst, cost, block, extendBlock } = options;
   if (typeof cost === 'number') checkCost(cost, undefined, name, where);
   else if (cost !== undefined && typeof cost !== 'function')
     checkCost(cost, undefined, name, where);
@@ -162,7 +183,14 @@ export function declare(
       );
     }
   }
-  for (const fn of ['key'] as const) {
+  if (options.count !== undefined && options.count !== 'failed' && options.count !== 'succeeded') {
+    throw new RateLimitConfigError(
+      'ERR_RATE_LIMIT_OPTION',
+      `invalid count ${quote(options.count)}: expected 'failed' or 'succeeded'`,
+      where,
+    );
+  }
+  for (const fn of ['key', 'failed'] as const) {
     if (options[fn] !== undefined && typeof options[fn] !== 'function') {
       throw new RateLimitConfigError(
         'ERR_RATE_LIMIT_OPTION',
@@ -178,6 +206,8 @@ export function declare(
     algorithm,
     burst,
     cost: typeof cost === 'number' ? cost : undefined,
+    block,
+    extendBlock,
   };
   if (typeof rate === 'function') {
     // The rate comes per request; check the rest on a stand-in rate now, so a bad name,

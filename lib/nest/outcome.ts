@@ -37,6 +37,11 @@ export interface RequestOutcome {
   readonly decision?: Decision;
   /** The policies the headers describe (those that send headers), as the store decided them. */
   readonly shown?: readonly HeaderPolicy[];
+  /**
+   * On a route that counts by outcome (`count`), when something was spent: gives back what
+   * the response's status says should not have counted. Called once the response is sent.
+   */
+  readonly settle?: (status: number) => void;
 }
 
 /** Admitted without a decision: no policy, skipped, or failed open. */

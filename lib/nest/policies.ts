@@ -95,7 +95,15 @@ export class PolicyResolver {
     let policy = this.dynamicPolicies.get(cacheKey);
     if (!policy) {
       policy = definePolicy(
-        { name: rule.name, rate, algorithm, burst: rule.options.burst, scope: rule.scope },
+        {
+          name: rule.name,
+          rate,
+          algorithm,
+          burst: rule.options.burst,
+          scope: rule.scope,
+          block: rule.options.block,
+          extendBlock: rule.options.extendBlock,
+        },
         rule.where,
       );
       if (this.dynamicPolicies.size >= MAX_DYNAMIC_POLICIES) this.dynamicPolicies.clear();

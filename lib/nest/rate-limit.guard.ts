@@ -68,6 +68,7 @@ export class RateLimitGuard implements CanActivate {
     storeOutcome(carrier, outcome);
     if (outcome === SKIPPED) return true;
     this.send(ctx, transport, outcome);
+    if (outcome.settle) transport.onSent?.(ctx, outcome.settle);
     return true;
   }
 
@@ -118,6 +119,7 @@ export class RateLimitGuard implements CanActivate {
       this.runtime.reportConfigError(`transport ${transport.type}`, error);
     }
     const outcome = this.runtime.combine(first, second);
+    if (outcome.allowed && second.settle) transport.onSent?.(ctx, second.settle);
     storeOutcome(carrier, outcome);
     this.send(ctx, transport, outcome);
     return true;

@@ -41,6 +41,8 @@ export interface Route {
   readonly shadowed: readonly Rule[];
   /** Every enforced rule has a fixed policy and cost: nothing to await but its identity. */
   readonly fixed: boolean;
+  /** Some enforced rule counts by outcome (`count`): its requests are settled once answered. */
+  readonly counting: boolean;
   /**
    * The rules whose key needs the authenticated user, on a route with guards of its own:
    * decided after those guards have run (see `after-guards.ts`); the rules above
@@ -221,6 +223,7 @@ function routeOfRules(name: string, rules: readonly Rule[]): Route {
     enforced,
     shadowed: rules.filter((r) => r.shadow),
     fixed: enforced.every((r) => r.policy !== undefined && typeof r.cost === 'number'),
+    counting: enforced.some((r) => r.options.count !== undefined),
   };
 }
 

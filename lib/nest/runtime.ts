@@ -1,8 +1,8 @@
 import type { ExecutionContext } from '@nestjs/common';
 import { performance } from 'node:perf_hooks';
 import { RateLimitBackendError } from '../core/errors.js';
-import type { RateLimiter } from '../core/limiter.js';
-import type { Algorithm, Policy } from '../core/policy.js';
+import type { RateLimiter, Spending } from '../core/limiter.js';
+import type { Algorithm, Decision, Policy } from '../core/policy.js';
 import { AllowList } from '../http/allow-list.js';
 import type { RequestLike } from '../http/ip.js';
 import { messageOf, RATE_LIMIT_EVENTS, type RateLimitEvents } from './events.js';
@@ -13,7 +13,7 @@ import { DecisionObserver, type Trace } from './observer.js';
 import type { RateLimitModuleOptions } from './options.js';
 import { NO_LIMIT, Outcomes, type RequestOutcome } from './outcome.js';
 import { PolicyResolver } from './policies.js';
-import { RouteTable, type Route, type Target } from './routes.js';
+import { RouteTable, type Route, type Rule, type Target } from './routes.js';
 import { countShadow } from './shadow.js';
 import type { DecisionTracing } from './tracing.js';
 
@@ -152,6 +152,41 @@ export class RateLimitRuntime {
     this.events.configError(where, error);
   }
 
+  /**
+   * Gives back, once the status is known, what the entries counting the other outcome spent:
+   * `count: 'failed'` on success, `'succeeded'` on failure; one store call per identity.
+   */
+  private settler(
+    route: Route,
+    enforcing: readonly { rule: Rule }[],
+    spending: Spending,
+  ): (status: number) => void {
+    return (status) => {
+      const indexes: number[] = [];
+      enforcing.forEach(({ rule }, i) => {
+        const { count, failed } = rule.options;
+        if (count === undefined) return;
+        let failure: boolean;
+        try {
+          failure = failed ? failed(status) : status >= 400;
+        } catch (error) {
+          // A failing function keeps the spending, as if the outcome never came.
+          this.events.configError(rule.where, error);
+          return;
+        }
+        if (failure !== (count === 'failed')) indexes.push(i);
+      });
+      if (indexes.length === 0) return;
+      this.limiter.refund(spending, indexes).catch((error: unknown) => {
+        this.events.throttled(
+          RATE_LIMIT_EVENTS.backendError,
+          error instanceof RateLimitBackendError ? error.kind : 'error',
+          { route: route.name, message: messageOf(error) },
+        );
+      });
+    };
+  }
+
   /** {@link RateLimitRuntime.evaluate}, filling `trace` when the request is observed. */
   private async decide(
     ctx: ExecutionContext,
@@ -174,9 +209,17 @@ export class RateLimitRuntime {
       const entries = enforcing.map((e) => e.entry);
       const started = trace ? performance.now() : 0;
       try {
-        const decision = await (commit
-          ? this.limiter.consumeEach(entries)
-          : this.limiter.consumeEach(entries, { commit }));
+        let settle: ((status: number) => void) | undefined;
+        let decision: Decision;
+        if (!commit) {
+          decision = await this.limiter.consumeEach(entries, { commit });
+        } else if (route.counting) {
+          const spent = await this.limiter.spend(entries);
+          decision = spent.decision;
+          if (spent.spending) settle = this.settler(route, enforcing, spent.spending);
+        } else {
+          decision = await this.limiter.consumeEach(entries);
+        }
         if (trace) {
           // A deny-cache answer is no store call: it stays out of the store latency.
           if (!decision.cached) trace.enforcedMs = performance.now() - started;
@@ -184,6 +227,7 @@ export class RateLimitRuntime {
           trace.decision = decision;
         }
         outcome = this.outcomes.decided(decision, enforcing, route.name);
+        if (settle && outcome.allowed) outcome = { ...outcome, settle };
       } catch (error) {
         const kind = error instanceof RateLimitBackendError ? error.kind : 'error';
         if (trace) {

@@ -53,6 +53,8 @@ class LimitedCats {
 interface Call {
   path: string;
   headers?: Record<string, string>;
+  /** Real time to let pass before the call, in **ms**. */
+  waitMs?: number;
 }
 
 interface Row {
@@ -172,6 +174,15 @@ const ROWS: Row[] = [
     calls: times(2, { path: '/cats' }),
     expected: [200, 429],
   },
+  {
+    throttlerForm: '`ThrottlerModule.forRoot([{ ttl: 1000, limit: 2, blockDuration: 60000 }])`',
+    ourForm: "`default: { rate: '2/s', scope: 'route', algorithm: 'fixed-window', block: '1m' }`",
+    ours: { default: { rate: '2/s', scope: 'route', algorithm: 'fixed-window', block: '1m' } },
+    // The 3rd request starts the block: a second later the rate alone would admit, the
+    // block still refuses (the throttler counts from the refusal as ours does).
+    calls: [...times(3, { path: '/cats' }), { path: '/cats', waitMs: 1100 }],
+    expected: [200, 200, 429, 429],
+  },
 ];
 
 interface Answer {
@@ -182,6 +193,7 @@ interface Answer {
 async function drive(url: string, calls: Call[]): Promise<Answer[]> {
   const answers: Answer[] = [];
   for (const call of calls) {
+    if (call.waitMs) await new Promise((resolve) => setTimeout(resolve, call.waitMs));
     const res = await fetch(`${url}${call.path}`, { headers: call.headers });
     const text = await res.text();
     answers.push({

@@ -1,5 +1,9 @@
 import { describe } from '@jest/globals';
+import { penaltySuite } from '../conformance/penalties.js';
+import { refundSuite } from '../conformance/refunds.js';
 import { conformanceSuite } from '../conformance/suite.js';
 import { memoryKind } from '../conformance/stores.js';
 
 describe('conformance: memory', () => conformanceSuite(memoryKind));
+describe('penalties: memory', () => penaltySuite(memoryKind));
+describe('refunds: memory', () => refundSuite(memoryKind));

@@ -1,5 +1,9 @@
 import { describe } from '@jest/globals';
+import { penaltySuite } from '../conformance/penalties.js';
+import { refundSuite } from '../conformance/refunds.js';
 import { conformanceSuite } from '../conformance/suite.js';
 import { standaloneKind } from '../conformance/stores.js';
 
 describe('conformance: standalone', () => conformanceSuite(standaloneKind));
+describe('penalties: standalone', () => penaltySuite(standaloneKind));
+describe('refunds: standalone', () => refundSuite(standaloneKind));

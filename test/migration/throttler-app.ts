@@ -73,6 +73,7 @@ export const THROTTLER_ROWS: ThrottlerModuleOptions[] = [
   },
   { throttlers: [{ ttl: 60000, limit: 2 }], ignoreUserAgents: [/bot/] },
   { throttlers: [{ ttl: 60000, limit: 1 }], errorMessage: 'Slow down' },
+  [{ ttl: 1000, limit: 2, blockDuration: 60000 }],
 ];
 
 async function startRow(options: ThrottlerModuleOptions, platform: string): Promise<string> {

@@ -3,6 +3,7 @@ import { fixedWindow } from './fixed-window.js';
 import { gcra } from './gcra.js';
 import { slidingWindow } from './sliding-window.js';
 import { tokenBucket } from './token-bucket.js';
+import { blockedOutcome } from '../penalty.js';
 import type { AlgorithmImpl, AlgorithmParams, Outcome, State } from './types.js';
 
 export type { AlgorithmImpl, AlgorithmParams, Evaluate, Outcome, State } from './types.js';
@@ -33,9 +34,19 @@ export interface Evaluation {
  * admits. On a denial nothing is spent, so the policies that would have admitted are
  * reported as they stand (evaluated again at cost 0) and carry no new state.
  * The Lua script in `stores/redis-script.ts` commits by the same rule.
+ *
+ * @param blocked per policy, the **ms** left of a block in force (see `penalty.ts`), if any:
+ *   such a policy refuses whatever its state
  */
-export function decideAll(evaluations: readonly Evaluation[]): Outcome[] {
-  const outcomes = evaluations.map((e) => e.impl.evaluate(e.state, e.now, e.params));
+export function decideAll(
+  evaluations: readonly Evaluation[],
+  blocked?: readonly (number | undefined)[],
+): Outcome[] {
+  const outcomes = evaluations.map((e, i) => {
+    const outcome = e.impl.evaluate(e.state, e.now, e.params);
+    const left = blocked?.[i];
+    return left === undefined ? outcome : blockedOutcome(outcome, left);
+  });
   if (outcomes.every((o) => o.allowed)) return outcomes;
   return outcomes.map((o, i) => {
     if (!o.allowed) return o;

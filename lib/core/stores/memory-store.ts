@@ -2,6 +2,8 @@ import { ALGORITHM_IMPLS, decideAll, type State } from '../algorithms/index.js';
 import { applicableOverride } from '../control.js';
 import { algorithmTagOf } from '../keys.js';
 import { quote, RateLimitConfigError } from '../errors.js';
+import { blockedOutcome, blockKeyOf, startsBlock } from '../penalty.js';
+import { markOf, refundedState, type StoreRefund } from '../refund.js';
 import type {
   ControlChange,
   ControlSnapshot,
@@ -105,7 +107,8 @@ export class MemoryStore implements RateLimitStore {
       params: effects[i]!.params,
       now,
     }));
-    const outcomes = decideAll(evaluations);
+    const blocks = policies.map((p, i) => this.blockOf(p, effects[i]!, now));
+    const outcomes = decideAll(evaluations, blocks);
     outcomes.forEach((o, i) => {
       // An override's state expires with the override (see CONSUME_SCRIPT).
       const until = effects[i]!.untilMs ?? Infinity;
@@ -113,13 +116,61 @@ export class MemoryStore implements RateLimitStore {
         this.write(effects[i]!.params.key, o.state, Math.min(now + o.ttlMs!, until));
     });
     return Promise.resolve(
-      outcomes.map(({ allowed, remaining, resetMs, retryAfterMs }, i): StoreOutcome => {
+      outcomes.map((o, i): StoreOutcome => {
+        const { allowed, remaining, resetMs, retryAfterMs } = o;
         const outcome = { allowed, remaining, resetMs, retryAfterMs };
         const { exempt, override } = effects[i]!;
+        const policy = policies[i]!;
+        if (blocks[i] !== undefined) return { ...outcome, blocked: true };
+        if (startsBlock(policy, o, undefined, Boolean(exempt || override))) {
+          const end = now + policy.blockMs!;
+          this.write(blockKeyOf(policy.key), [end], end);
+          return { ...blockedOutcome(o, policy.blockMs!), blocked: true };
+        }
         if (exempt) return { ...outcome, exempt };
-        return override ? { ...outcome, override } : outcome;
+        if (override) return { ...outcome, override };
+        return o.state ? { ...outcome, mark: markOf(policy.algorithm, o.state) } : outcome;
       }),
     );
+  }
+
+  /** See {@link RateLimitStore.refund} and `refund.ts`. */
+  refund(refunds: readonly StoreRefund[]): Promise<number> {
+    const now = this.clock();
+    let given = 0;
+    for (const refund of refunds) {
+      const entry = this.entries.get(refund.key);
+      const live = entry && entry.expiresAt > now ? entry : undefined;
+      const after = refundedState(refund, live?.state, live?.expiresAt ?? 0, now);
+      if (after === null) continue;
+      given++;
+      if (after === undefined) this.entries.delete(refund.key);
+      else this.entries.set(refund.key, after);
+    }
+    return Promise.resolve(given);
+  }
+
+  /**
+   * The **ms** left of the policy's block in force, if any (see `penalty.ts`): set aside,
+   * and deleted by a request that spends, under an exemption or override; started again by
+   * a refusal under `extendBlock`.
+   */
+  private blockOf(
+    policy: StorePolicy,
+    effect: { exempt?: true; override?: unknown },
+    now: number,
+  ): number | undefined {
+    if (policy.blockMs === undefined) return undefined;
+    const key = blockKeyOf(policy.key);
+    if (effect.exempt || effect.override) {
+      if (policy.cost > 0) this.entries.delete(key);
+      return undefined;
+    }
+    const end = this.read(key, now)?.[0];
+    if (end === undefined || end <= now) return undefined;
+    if (!policy.extendBlock || policy.cost === 0) return end - now;
+    this.write(key, [now + policy.blockMs], now + policy.blockMs);
+    return policy.blockMs;
   }
 
   private controlOf(

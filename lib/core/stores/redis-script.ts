@@ -12,9 +12,13 @@ export const ARGS_PER_POLICY = 5;
  * KEYS[i]: policy i's state key (all keys of a call share one hash tag). The script also
  * reads each identity's control hash `<prefix>:{<identity>}:ctl` (overrides, exemption).
  * ARGV[1]: the mode: `c` to commit an admitted request, `d` to decide only (writes
- * nothing), both on the Redis server clock; tests add their clock in ms: `c<now>`, `d<now>`.
+ * nothing), `b` to decide and write only penalties (a denial decided on Cluster), all on
+ * the Redis server clock; tests add their clock in ms: `c<now>`, `d<now>`, `b<now>`.
  * ARGV[5i-3 .. 5i+1]: policy i's algorithm code (1 fixed window, 2 sliding window, 3 token
- * bucket, 4 GCRA), limit, periodMs, capacity, cost.
+ * bucket, 4 GCRA), limit, periodMs, capacity, cost. A policy with a penalty (see
+ * penalty.ts) gives its code as `<code>b<blockMs>`, or `<code>B<blockMs>` to restart the
+ * block on a refusal during it; its block is the key `<KEYS[i]>:b` (same slot), read with
+ * PTTL (on a test clock: GET, the value being the end in ms) only for such policies.
  *
  * Reply: each policy's state as it stood before this request, from which RedisStore
  * computes the reported numbers with the TypeScript reference, so the script does no
@@ -49,6 +53,9 @@ if not commit and m ~= 'd' then
   commit = string.byte(m) == 99
   clock = tonumber(string.sub(m, 2))
 end
+-- Penalties are written on commit, and in mode 'b' (a denial decided on Cluster).
+local penal = commit or string.byte(m) == 98
+local starts, z = nil, 0
 local now = clock
 local n = #KEYS
 local out, r = {}, 0
@@ -59,6 +66,13 @@ for i = 1, n do
   local j, key = i * 5 - 3, KEYS[i]
   local code, L, P, C, cost = tonumber(ARGV[j]), tonumber(ARGV[j + 1]), tonumber(ARGV[j + 2]), tonumber(ARGV[j + 3]), tonumber(ARGV[j + 4])
   local v, ttl, keep, ou
+  local blk, ext, lifted, denies
+  if not code then
+    -- A policy with a penalty: '<code>b<blockMs>', or 'B' when a refusal during the block
+    -- starts it again. A policy without one costs no more than this failed tonumber.
+    local c, e, b = string.match(ARGV[j], '^(%d)([bB])(%d+)$')
+    code, blk, ext = tonumber(c), tonumber(b), e == 'B'
+  end
   do
     -- The identity's control hash (overrides, exemption), read once per identity. It is
     -- not declared in KEYS: it shares the policy key's hash tag, hence its slot, and a
@@ -114,6 +128,7 @@ for i = 1, n do
       end
       effects = effects or {}
       effects[i] = effect
+      lifted = effect ~= ''
     end
   end
   if code > 2 then
@@ -143,7 +158,7 @@ for i = 1, n do
     r = r + 1
     out[r] = debt
     local need = cost * P
-    if debt + need > tau then ok = false
+    if debt + need > tau then ok, denies = false, true
     elseif cost > 0 then
       debt = debt + need
       ttl = ceil(debt / L)
@@ -165,9 +180,35 @@ for i = 1, n do
       ${slidingWindow.lua!.trim().replace(/\n/g, '\n      ')}
       admits, v, ttl = sliding_window(s, now, L, P, cost)
     end
-    if not admits then ok = false end
+    if not admits then ok, denies = false, true end
     out[r + 1], out[r + 2] = s, now
     r = r + 2
+  end
+  if blk then
+    -- The policy's block, <policy key>:b (see penalty.ts): its expiry is the block's end,
+    -- or on a test clock its value. Exemptions and overrides set it aside and lift it.
+    local bk = KEYS[i] .. ':b'
+    local spends = tonumber(ARGV[j + 4]) > 0
+    if lifted then
+      if penal and spends then redis.call('DEL', bk) end
+    else
+      local left
+      if clock then left = (tonumber(redis.call('GET', bk)) or 0) - clock
+      else left = redis.call('PTTL', bk) end
+      if left > 0 then
+        ok, ttl = false, nil
+        if ext and penal and spends then
+          redis.call('SET', bk, string.format('%d', (clock or 0) + blk), 'PX', blk)
+          left = blk
+        end
+        effects = effects or {}
+        effects[i] = 'b' .. left
+      elseif denies and spends then
+        starts = starts or {}
+        starts[z + 1], starts[z + 2] = bk, blk
+        z = z + 2
+      end
+    end
   end
   -- An override's state means nothing once it ends: it expires then, not a period later.
   if ou and ttl and ttl > ou - now then ttl = ou - now end
@@ -181,6 +222,9 @@ for i = 1, n do
       w = w + 4
     end
   end
+end
+if starts and penal then
+  for k = 1, z, 2 do redis.call('SET', starts[k], string.format('%d', (clock or 0) + starts[k + 1]), 'PX', starts[k + 1]) end
 end
 if ok and writes then
   for k = 1, w, 4 do

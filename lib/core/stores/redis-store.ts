@@ -1,5 +1,8 @@
 import type { Cluster, Redis } from 'ioredis';
 import { ALGORITHM_IMPLS, decideAll, type State } from '../algorithms/index.js';
+import { blockedOutcome, startsBlock } from '../penalty.js';
+import { markOf, owedTicks, type StoreRefund } from '../refund.js';
+import { REFUND_SCRIPT, REFUND_SHA } from './redis-refund-script.js';
 import { decodeInts } from '../algorithms/types.js';
 import { algorithmTagOf, baseKeyOf, isControlKey } from '../keys.js';
 import { CONTROL_SCRIPT, CONTROL_SHA, INSPECT_SCRIPT, INSPECT_SHA } from './redis-admin-scripts.js';
@@ -58,7 +61,7 @@ export class RedisStore implements RateLimitStore {
   ): Promise<StoreOutcome[]> {
     const commit = options?.commit !== false;
     const groups = this.client.isCluster ? groupByHashTag(policies) : [];
-    if (groups.length <= 1) return this.consumeOne(policies, commit);
+    if (groups.length <= 1) return this.consumeOne(policies, commit ? 'c' : 'd');
     // Keys of different identities may live on different Cluster nodes, out of reach of
     // one script. Decide every identity first, writing nothing; commit only if all admit.
     // (Between the two steps another request may spend the same budget; then a commit can
@@ -69,24 +72,43 @@ export class RedisStore implements RateLimitStore {
       for (const group of groups) {
         const result = await this.consumeOne(
           group.map((i) => policies[i]!),
-          commit,
+          commit ? 'c' : 'd',
         );
         group.forEach((i, k) => (outcomes[i] = result[k]!));
       }
       return outcomes;
     };
     const decided = await run(false);
-    return commit && decided.every((o) => o.allowed) ? run(true) : decided;
+    if (!commit) return decided;
+    if (decided.every((o) => o.allowed)) return run(true);
+    // A refusal under a policy with a penalty starts its block: its identity is asked again,
+    // in a mode that writes only blocks.
+    for (const group of groups) {
+      if (!group.some((i) => !decided[i]!.allowed && policies[i]!.blockMs !== undefined)) continue;
+      const result = await this.consumeOne(
+        group.map((i) => policies[i]!),
+        'b',
+      );
+      group.forEach((i, k) => (decided[i] = result[k]!));
+    }
+    return decided;
   }
 
+  /** @param mode `c` commit, `d` decide only, `b` decide and write penalties (see CONSUME_SCRIPT) */
   private async consumeOne(
     policies: readonly StorePolicy[],
-    commit: boolean,
+    mode: 'c' | 'd' | 'b',
   ): Promise<StoreOutcome[]> {
-    const mode = commit ? 'c' : 'd';
     const args: (string | number)[] = [this.clock ? `${mode}${this.clock()}` : mode];
     for (const p of policies) {
-      args.push(ALGORITHM_IMPLS[p.algorithm].code, p.limit, p.periodMs, p.capacity, p.cost);
+      const code = ALGORITHM_IMPLS[p.algorithm].code;
+      args.push(
+        p.blockMs === undefined ? code : `${code}${p.extendBlock ? 'B' : 'b'}${p.blockMs}`,
+        p.limit,
+        p.periodMs,
+        p.capacity,
+        p.cost,
+      );
     }
     const reply = await this.evalConsume(
       policies.map((p) => p.key),
@@ -114,7 +136,7 @@ export class RedisStore implements RateLimitStore {
     const controlled = effects
       ? evaluations.map((e, i) => {
           const effect = effects[i] ?? '';
-          if (effect === '') return e;
+          if (effect === '' || effect.startsWith('b')) return e;
           const params = effect === 'x' ? { ...e.params, cost: 0 } : overridden(e.params, effect);
           const state =
             e.debt === undefined
@@ -123,14 +145,48 @@ export class RedisStore implements RateLimitStore {
           return { ...e, params, state };
         })
       : evaluations;
-    return decideAll(controlled).map(({ allowed, remaining, resetMs, retryAfterMs }, i) => {
+    // Blocks in force, with their ms left (see penalty.ts).
+    const blocks = effects?.map((e) => (e.startsWith('b') ? Number(e.slice(1)) : undefined));
+    return decideAll(controlled, blocks).map((o, i) => {
+      const { allowed, remaining, resetMs, retryAfterMs } = o;
       const outcome: StoreOutcome = { allowed, remaining, resetMs, retryAfterMs };
       const effect = effects?.[i] ?? '';
-      if (effect === '') return outcome;
+      const policy = policies[i]!;
+      if (blocks?.[i] !== undefined) return { ...outcome, blocked: true };
+      if (mode !== 'd' && startsBlock(policy, o, undefined, effect !== '')) {
+        return { ...blockedOutcome(o, policy.blockMs!), blocked: true };
+      }
+      if (effect === '') {
+        // Token bucket and GCRA are read at time 0 (a debt): their TAT counts from now.
+        const offset = this.clock?.() ?? Date.now();
+        return o.state ? { ...outcome, mark: markOf(policy.algorithm, o.state, offset) } : outcome;
+      }
       if (effect === 'x') return { ...outcome, exempt: true };
       const { limit, periodMs } = controlled[i]!.params;
       return { ...outcome, override: { limit, periodMs } };
     });
+  }
+
+  /** One script call per identity (hash tag); see REFUND_SCRIPT. */
+  async refund(refunds: readonly StoreRefund[]): Promise<number> {
+    let given = 0;
+    for (const group of groupByHashTag(refunds)) {
+      const keys: string[] = [];
+      const now = this.clock?.();
+      const args: (string | number)[] = [now ?? ''];
+      for (const i of group) {
+        const r = refunds[i]!;
+        const code = ALGORITHM_IMPLS[r.algorithm].code;
+        // Token bucket and GCRA give back what is still owed, in ticks (see owedTicks).
+        const amount = code > 2 ? owedTicks(r, now ?? Date.now()) : r.cost;
+        if (amount === 0) continue;
+        keys.push(r.key);
+        args.push(code, r.limit, r.periodMs, amount, r.mark);
+      }
+      if (keys.length === 0) continue;
+      given += (await this.evalScript(REFUND_SCRIPT, REFUND_SHA, keys, args)) as number;
+    }
+    return given;
   }
 
   async deleteByPrefix(keyPrefix: string): Promise<number> {
@@ -206,6 +262,8 @@ export class RedisStore implements RateLimitStore {
     nowMs: number,
   ): readonly number[] | undefined | null {
     const tag = algorithmTagOf(key);
+    // A block (see penalty.ts): its end, held by the value on a test clock, else the expiry.
+    if (tag === 'b') return this.clock ? decodeInts(value, 1) : [nowMs + ttlMs];
     if (tag === 'fw') return decodeInts(value, 2);
     if (tag === 'sw') return decodeInts(value, 3);
     if (tag !== 'tb' && tag !== 'gcra') return undefined;
@@ -253,7 +311,7 @@ export class RedisStore implements RateLimitStore {
  * Splits policy indexes by the Cluster hash tag of their keys (the `{...}` part), in order;
  * policies of one identity share a tag, hence a slot.
  */
-function groupByHashTag(policies: readonly StorePolicy[]): number[][] {
+function groupByHashTag(policies: readonly { readonly key: string }[]): number[][] {
   const groups = new Map<string, number[]>();
   policies.forEach((p, i) => {
     const open = p.key.indexOf('{');

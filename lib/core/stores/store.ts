@@ -1,4 +1,5 @@
 import type { Algorithm } from '../policy.js';
+import type { StoreRefund } from '../refund.js';
 
 /**
  * One policy of a request, as a store evaluates it. Every `key` of one call shares the
@@ -16,6 +17,10 @@ export interface StorePolicy {
   readonly capacity: number;
   /** Units to spend: an integer >= 0; 0 reads without writing. */
   readonly cost: number;
+  /** A penalty: **ms** the policy refuses the identity after refusing it once (see `penalty.ts`). */
+  readonly blockMs?: number;
+  /** With `blockMs`: a refusal during the block starts it again. */
+  readonly extendBlock?: true;
 }
 
 /** One policy's verdict. Durations in **milliseconds**, integers >= 0. */
@@ -29,6 +34,13 @@ export interface StoreOutcome {
   readonly exempt?: true;
   /** An operator's override replaced the policy's rate: the limit and period in force. */
   readonly override?: { readonly limit: number; readonly periodMs: number };
+  /** Refused under a penalty: a block was in force, or this refusal started one. */
+  readonly blocked?: true;
+  /**
+   * Admitted and spent under the policy's own state (no exemption, no override): where, for
+   * a later {@link RateLimitStore.refund} (see `StoreRefund.mark`).
+   */
+  readonly mark?: number;
 }
 
 /**
@@ -70,6 +82,13 @@ export interface RateLimitStore {
    * `RateLimitService` throw a clear error without it.
    */
   control?(key: string, change: ControlChange): Promise<ControlSnapshot>;
+  /**
+   * Gives back what one request spent (see `refund.ts`), atomically per identity: never more
+   * than it spent, never below empty. Optional for third-party stores: `count` policies
+   * need it.
+   * @returns how many policies got something back
+   */
+  refund?(refunds: readonly StoreRefund[]): Promise<number>;
   /** Releases what the store itself created (timers, its own connections). */
   close?(): Promise<void>;
 }

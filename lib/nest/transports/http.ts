@@ -11,6 +11,9 @@ type HeaderSink = {
   raw?: unknown;
 };
 
+/** The Node response, as far as its end goes. */
+type NodeResponse = { once?: (event: 'finish', listener: () => void) => void; statusCode: number };
+
 // `getArgByIndex` is what `switchToHttp().getRequest()` reads, without the three closures
 // `switchToHttp` allocates on every call.
 function requestOf(ctx: ExecutionContext): RequestLike | undefined {
@@ -51,5 +54,14 @@ export const httpTransport: Transport = {
     const { status, body, problem } = outcome.refusal!;
     if (problem !== undefined) throw new RateLimitProblemException(problem);
     throw new HttpException(body, status);
+  },
+  onSent(ctx, done) {
+    // Express's response is the Node one; Fastify's reply holds it as `raw`.
+    const response = ctx.getArgByIndex<{ raw?: NodeResponse } & NodeResponse>(1);
+    const node = response?.raw ?? response;
+    if (typeof node?.once !== 'function') return;
+    // 'finish' fires once the response is handed to the OS in full; a dropped connection
+    // ('close' alone) keeps the spending.
+    node.once('finish', () => done(node.statusCode));
   },
 };

@@ -68,4 +68,11 @@ export interface Transport {
    *   `RpcException`; GraphQL a `GraphQLError` with `extensions.code: 'RATE_LIMITED'`
    */
   refuse(ctx: ExecutionContext, outcome: RequestOutcome): never;
+
+  /**
+   * Calls `done` with the response's status once it has been sent in full (never when the
+   * connection drops first). Transports without it settle nothing: `count` policies keep
+   * what they spent there.
+   */
+  onSent?(ctx: ExecutionContext, done: (status: number) => void): void;
 }
