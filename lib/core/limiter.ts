@@ -330,7 +330,15 @@ export class RateLimiter {
     checkCost(cost, undefined, undefined);
     checkScope(scope);
     const policies: Policy[] = [];
-    const storePolicies = storePoliciesOf(this.prefix, entries, scope, cost, peek, policies);
+    const storePolicies = storePoliciesOf(
+      this.prefix,
+      entries,
+      scope,
+      cost,
+      peek,
+      policies,
+      spent !== undefined,
+    );
     const cache = peek || options.denyCache === false ? undefined : this.denials;
     let signature = '';
     if (cache) {

@@ -127,7 +127,8 @@ export class MemoryStore implements RateLimitStore {
         }
         if (exempt) return { ...outcome, exempt };
         if (override) return { ...outcome, override };
-        return o.state ? { ...outcome, mark: markOf(policy.algorithm, o.state) } : outcome;
+        if (!policy.refundable || !o.state) return outcome;
+        return { ...outcome, mark: markOf(policy.algorithm, o.state) };
       }),
     );
   }

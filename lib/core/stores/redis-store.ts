@@ -158,9 +158,11 @@ export class RedisStore implements RateLimitStore {
         return { ...blockedOutcome(o, policy.blockMs!), blocked: true };
       }
       if (effect === '') {
+        // Only for a spending the caller may refund (RateLimiter.spend): others pay nothing.
+        if (!policy.refundable || !o.state) return outcome;
         // Token bucket and GCRA are read at time 0 (a debt): their TAT counts from now.
         const offset = this.clock?.() ?? Date.now();
-        return o.state ? { ...outcome, mark: markOf(policy.algorithm, o.state, offset) } : outcome;
+        return { ...outcome, mark: markOf(policy.algorithm, o.state, offset) };
       }
       if (effect === 'x') return { ...outcome, exempt: true };
       const { limit, periodMs } = controlled[i]!.params;
