@@ -335,7 +335,15 @@ export class RateLimiter {
     checkCost(cost, undefined, undefined);
     checkScope(scope);
     const policies: Policy[] = [];
-    const storePolicies = storePoliciesOf(this.prefix, entries, scope, cost, peek, policies);
+    const storePolicies = storePoliciesOf(
+      this.prefix,
+      entries,
+      scope,
+      cost,
+      peek,
+      policies,
+      spent !== undefined,
+    );
     const commit = options.commit !== false;
     const cache = peek || !commit || options.denyCache === false ? undefined : this.denials;
     let signature = '';

@@ -31,6 +31,7 @@ export function storePoliciesOf(
   cost: number,
   peek: boolean,
   policies: Policy[],
+  refundable = false,
 ): StorePolicy[] {
   const budgets = new Set<string>();
   return entries.map(
@@ -71,6 +72,7 @@ export function storePoliciesOf(
         cost: peek ? 0 : spend,
         ...(policy.blockMs !== undefined && { blockMs: policy.blockMs }),
         ...(policy.extendBlock && { extendBlock: true as const }),
+        ...(refundable && { refundable: true as const }),
       };
     },
   );

@@ -1,8 +1,8 @@
 import { ALGORITHM_IMPLS, decideAll, type State } from '../algorithms/index.js';
-import { applicableOverride } from '../control.js';
 import { algorithmTagOf } from '../keys.js';
 import { quote, RateLimitConfigError } from '../errors.js';
 import { blockedOutcome, blockKeyOf, startsBlock } from '../penalty.js';
+import { controlEffect, controlKeyOf } from './memory-control.js';
 import { markOf, refundedState, type StoreRefund } from '../refund.js';
 import type {
   ControlChange,
@@ -100,7 +100,9 @@ export class MemoryStore implements RateLimitStore {
   ): Promise<StoreOutcome[]> {
     const now = this.clock();
     // Overrides and exemptions, as the Redis script applies them (see CONSUME_SCRIPT).
-    const effects = policies.map((p) => this.controlOf(p, now));
+    const effects = policies.map((p) =>
+      controlEffect(p, this.controlFields(controlKeyOf(p.key)), now),
+    );
     const evaluations = policies.map((p, i) => ({
       impl: ALGORITHM_IMPLS[p.algorithm],
       state: this.read(effects[i]!.params.key, now),
@@ -129,7 +131,8 @@ export class MemoryStore implements RateLimitStore {
         }
         if (exempt) return { ...outcome, exempt };
         if (override) return { ...outcome, override };
-        return o.state ? { ...outcome, mark: markOf(policy.algorithm, o.state) } : outcome;
+        if (!policy.refundable || !o.state) return outcome;
+        return { ...outcome, mark: markOf(policy.algorithm, o.state) };
       }),
     );
   }
@@ -171,39 +174,6 @@ export class MemoryStore implements RateLimitStore {
     if (!policy.extendBlock || policy.cost === 0) return end - now;
     this.write(key, [now + policy.blockMs], now + policy.blockMs);
     return policy.blockMs;
-  }
-
-  private controlOf(
-    policy: StorePolicy,
-    now: number,
-  ): {
-    params: StorePolicy;
-    exempt?: true;
-    override?: { limit: number; periodMs: number };
-    untilMs?: number;
-  } {
-    const { key } = policy;
-    const close = key.indexOf('}');
-    const control = this.controlFields(`${key.slice(0, close + 1)}:ctl`);
-    if (!control) return { params: policy };
-    const fields = Object.fromEntries(control);
-    const until = /^\d{1,16}$/.test(fields.exempt ?? '') ? Number(fields.exempt) : NaN;
-    if (Number.isSafeInteger(until) && until > now) {
-      return { params: { ...policy, cost: 0 }, exempt: true };
-    }
-    const [scope = '', name = ''] = key.slice(close + 2).split(':');
-    const found = applicableOverride(fields, now, scope, name);
-    if (!found) return { params: policy };
-    const { limit, periodMs } = found;
-    const window = policy.algorithm === 'fixed-window' || policy.algorithm === 'sliding-window';
-    const capacity = window ? limit : (found.burst ?? limit);
-    // Each override runs on state of its own (see CONSUME_SCRIPT).
-    const untilMs = now + found.expiresInMs;
-    return {
-      params: { ...policy, key: `${key}:o${untilMs}`, limit, periodMs, capacity },
-      override: { limit, periodMs },
-      untilMs,
-    };
   }
 
   deleteByPrefix(keyPrefix: string): Promise<number> {

@@ -76,3 +76,29 @@ async function keysInSlot(cluster: Cluster, keyPrefix: string): Promise<string[]
   );
   return found.flat().filter((key) => key.startsWith(keyPrefix));
 }
+
+/**
+ * Splits policy indexes by the Cluster hash tag of their keys (the `{...}` part), in order;
+ * policies of one identity share a tag, hence a slot.
+ */
+export function groupByHashTag(policies: readonly { readonly key: string }[]): number[][] {
+  const groups = new Map<string, number[]>();
+  policies.forEach((p, i) => {
+    const open = p.key.indexOf('{');
+    const tag = p.key.slice(open, p.key.indexOf('}', open) + 1);
+    const group = groups.get(tag);
+    if (group) group.push(i);
+    else groups.set(tag, [i]);
+  });
+  return [...groups.values()];
+}
+
+export function pairsToRecord(pairs: readonly string[]): Record<string, string> {
+  const record: Record<string, string> = {};
+  for (let i = 0; i + 1 < pairs.length; i += 2) record[pairs[i]!] = pairs[i + 1]!;
+  return record;
+}
+
+export function isNoScript(error: unknown): boolean {
+  return error instanceof Error && error.message.startsWith('NOSCRIPT');
+}

@@ -6,7 +6,13 @@ import { REFUND_SCRIPT, REFUND_SHA } from './redis-refund-script.js';
 import { decodeInts } from '../algorithms/types.js';
 import { algorithmTagOf, baseKeyOf, isControlKey } from '../keys.js';
 import { CONTROL_SCRIPT, CONTROL_SHA, INSPECT_SCRIPT, INSPECT_SHA } from './redis-admin-scripts.js';
-import { findKeys, warnIfReplaying } from './redis-client.js';
+import {
+  findKeys,
+  groupByHashTag,
+  isNoScript,
+  pairsToRecord,
+  warnIfReplaying,
+} from './redis-client.js';
 import { ARGS_PER_POLICY, CONSUME_SCRIPT, CONSUME_SHA } from './redis-script.js';
 import type {
   ControlChange,
@@ -157,9 +163,11 @@ export class RedisStore implements RateLimitStore {
         return { ...blockedOutcome(o, policy.blockMs!), blocked: true };
       }
       if (effect === '') {
+        // Only for a spending the caller may refund (RateLimiter.spend): others pay nothing.
+        if (!policy.refundable || !o.state) return outcome;
         // Token bucket and GCRA are read at time 0 (a debt): their TAT counts from now.
         const offset = this.clock?.() ?? Date.now();
-        return o.state ? { ...outcome, mark: markOf(policy.algorithm, o.state, offset) } : outcome;
+        return { ...outcome, mark: markOf(policy.algorithm, o.state, offset) };
       }
       if (effect === 'x') return { ...outcome, exempt: true };
       const { limit, periodMs } = controlled[i]!.params;
@@ -307,22 +315,6 @@ export class RedisStore implements RateLimitStore {
   }
 }
 
-/**
- * Splits policy indexes by the Cluster hash tag of their keys (the `{...}` part), in order;
- * policies of one identity share a tag, hence a slot.
- */
-function groupByHashTag(policies: readonly { readonly key: string }[]): number[][] {
-  const groups = new Map<string, number[]>();
-  policies.forEach((p, i) => {
-    const open = p.key.indexOf('{');
-    const tag = p.key.slice(open, p.key.indexOf('}', open) + 1);
-    const group = groups.get(tag);
-    if (group) group.push(i);
-    else groups.set(tag, [i]);
-  });
-  return [...groups.values()];
-}
-
 /** A policy's parameters under an override reported as `"<limit>:<periodMs>:<capacity>"`. */
 function overridden(params: StorePolicy, effect: string): StorePolicy {
   const [limit, periodMs, capacity] = effect.split(':').map(Number);
@@ -331,13 +323,3 @@ function overridden(params: StorePolicy, effect: string): StorePolicy {
 
 /** See {@link CONSUME_SCRIPT}: a debt alone, or states as they stood. */
 type ScriptReply = number | (number | string | null)[];
-
-function pairsToRecord(pairs: readonly string[]): Record<string, string> {
-  const record: Record<string, string> = {};
-  for (let i = 0; i + 1 < pairs.length; i += 2) record[pairs[i]!] = pairs[i + 1]!;
-  return record;
-}
-
-function isNoScript(error: unknown): boolean {
-  return error instanceof Error && error.message.startsWith('NOSCRIPT');
-}

@@ -21,6 +21,8 @@ export interface StorePolicy {
   readonly blockMs?: number;
   /** With `blockMs`: a refusal during the block starts it again. */
   readonly extendBlock?: true;
+  /** The caller may refund this spending (`RateLimiter.spend`): report its `mark`. */
+  readonly refundable?: true;
 }
 
 /** One policy's verdict. Durations in **milliseconds**, integers >= 0. */
