@@ -17,6 +17,7 @@ const TIMING = [
   'test/e2e/slow-redis.test.ts',
   'test/e2e/failure.test.ts',
   'test/integration/operate.test.ts',
+  'test/integration/operate.cluster.test.ts',
   'test/integration/server-clock.test.ts',
 ];
 const timingPass = process.env.NRL_TIMING === '1';

@@ -77,11 +77,6 @@ export interface ConsumeOptions {
   scope?: string;
   /** `false` to ask the store even when the deny cache knows the answer (shadow policies). */
   denyCache?: boolean;
-  /**
-   * `false`: decide exactly as a consume would (refusals with their waits included) and
-   * spend nothing. Default true.
-   */
-  commit?: boolean;
 }
 
 const MAX_TIMER_MS = 2 ** 31 - 1;
@@ -344,8 +339,7 @@ export class RateLimiter {
       policies,
       spent !== undefined,
     );
-    const commit = options.commit !== false;
-    const cache = peek || !commit || options.denyCache === false ? undefined : this.denials;
+    const cache = peek || options.denyCache === false ? undefined : this.denials;
     let signature = '';
     if (cache) {
       for (const p of storePolicies) signature += `${p.key}\0${p.cost}\0${p.limit}/${p.periodMs}\n`;
@@ -353,8 +347,7 @@ export class RateLimiter {
       if (remembered) return remembered;
     }
     const outcomes = await boundedCall(
-      () =>
-        commit ? this.store.consume(storePolicies) : this.store.consume(storePolicies, { commit }),
+      () => this.store.consume(storePolicies),
       this.timeoutMs,
       this.breaker,
     );

@@ -10,10 +10,10 @@ import type { CanActivate, ExecutionContext } from '@nestjs/common';
  * own guards at bootstrap, so that Nest runs it after them.
  *
  * Those others are not free for a client the guards refuse: before the guards, the global
- * guard checks them against the client's address without spending; when the guards refuse
- * (the request never reaches the appended guard), the request is charged to the address. So
- * failed authentication is limited per address, while authenticated users are limited per
- * user, each their own budget.
+ * guard spends them against the client's address (budgets of their own), and the appended
+ * guard gives that back when the guards admitted the request. So failed authentication is
+ * limited per address, requests in flight together included, while authenticated users are
+ * limited per user, each their own budget.
  */
 
 /** Nest's metadata key of `@UseGuards` (`GUARDS_METADATA` in `@nestjs/common`). */
@@ -41,33 +41,6 @@ export function isRateLimitGuard(guard: unknown): boolean {
 /** Leaves `later` on the call's carrier for {@link AFTER_ROUTE_GUARDS}. */
 export function decideAfterGuards(carrier: object, later: Later): void {
   (carrier as Carrier)[AFTER_GUARDS] = later;
-}
-
-/**
- * Runs `refused` once the HTTP response has ended (sent or the connection closed) if the
- * route's guards never let the request reach {@link AFTER_ROUTE_GUARDS}: authentication
- * failed, and the request is charged to the client's address instead.
- */
-export function whenGuardsRefuse(
-  ctx: ExecutionContext,
-  carrier: object,
-  refused: () => void,
-): void {
-  // Express's response, or Fastify's reply over its Node response.
-  const response = ctx.getArgByIndex<{ raw?: unknown; once?: unknown } | undefined>(1);
-  const node = (response?.raw ?? response) as
-    { once?: (event: string, listener: () => void) => void } | undefined;
-  if (typeof node?.once !== 'function') return;
-  let done = false;
-  const end = () => {
-    if (done) return;
-    done = true;
-    if ((carrier as Carrier)[AFTER_GUARDS] === undefined) return;
-    delete (carrier as Carrier)[AFTER_GUARDS];
-    refused();
-  };
-  node.once('finish', end);
-  node.once('close', end);
 }
 
 /**

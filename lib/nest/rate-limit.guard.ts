@@ -1,6 +1,6 @@
 import { Inject, Injectable, type CanActivate, type ExecutionContext } from '@nestjs/common';
 import { RateLimitConfigError } from '../core/errors.js';
-import { decideAfterGuards, RATE_LIMIT_GUARD, whenGuardsRefuse } from './after-guards.js';
+import { decideAfterGuards, RATE_LIMIT_GUARD } from './after-guards.js';
 import type { RequestLike } from '../http/ip.js';
 import { NO_LIMIT, storedDecision, storeOutcome, type RequestOutcome } from './outcome.js';
 import type { Route } from './routes.js';
@@ -12,6 +12,9 @@ import type { Transport } from './transports/transport.js';
 
 /** The outcome of a call left alone (kill switch off, or skipped): no headers, nothing later. */
 const SKIPPED: RequestOutcome = Object.freeze({ allowed: true, headers: {} });
+
+/** The status `settle` is given for a request the route's own guards admitted (see `count`). */
+const ADMITTED = 200;
 
 /** Longest wait for an async `enabled` function, in ms. */
 const ENABLED_WAIT_MS = 100;
@@ -74,8 +77,8 @@ export class RateLimitGuard implements CanActivate {
 
   /**
    * The policies that need the user, on a route with guards of its own (see
-   * `after-guards.ts`): checked now against the client's address, spending nothing, and left
-   * to be decided once those guards have run, or charged to the address if they refuse.
+   * `after-guards.ts`): spent now against the client's address, as a request those guards
+   * might refuse, then given back and decided per user once they have admitted it.
    * @returns the outcome to answer now
    */
   private async waitForRouteGuards(
@@ -87,15 +90,12 @@ export class RateLimitGuard implements CanActivate {
   ): Promise<RequestOutcome> {
     const later = this.runtime.afterGuardsOf(ctx);
     if (later === undefined) return first;
-    const check = await this.runtime.evaluateAsAddress(ctx, request, later, false);
-    if (!check.allowed) return this.runtime.combine(first, check);
-    decideAfterGuards(carrier, (after) =>
-      this.decideLater(after, transport, carrier, first, later),
-    );
-    whenGuardsRefuse(ctx, carrier, () => {
-      this.runtime.evaluateAsAddress(ctx, request, later, true).catch((error: unknown) => {
-        this.runtime.reportConfigError(`transport ${transport.type}`, error);
-      });
+    const held = await this.runtime.evaluateAsAddress(ctx, request, later);
+    if (!held.allowed) return this.runtime.combine(first, held);
+    decideAfterGuards(carrier, (after) => {
+      // The guards admitted it: not a refused request after all.
+      held.settle?.(ADMITTED);
+      return this.decideLater(after, transport, carrier, first, later);
     });
     return first;
   }

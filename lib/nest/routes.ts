@@ -203,13 +203,16 @@ export class RouteTable {
 }
 
 /**
- * A policy as the budget of an address's requests that the route's guards refuse: no user
- * yet, so a cost function (which may read the user or the body) counts 1, and never
- * fail-closed (a store outage must not refuse the users those guards would admit).
+ * A policy as the budget of an address's requests that the route's guards refuse: spent
+ * before the guards run and given back when they admit (counted as `count: 'failed'`, so
+ * requests in flight together all count); no user yet, so a cost function (which may read
+ * the user) counts 1; never fail-closed (a store outage must not refuse the users those
+ * guards would admit).
  */
 function unauthenticatedRule(rule: Rule): Rule {
   return {
     ...rule,
+    options: { ...rule.options, count: 'failed', failed: undefined },
     scope: `${rule.scope.slice(0, 112)}/unauthenticated`,
     cost: typeof rule.cost === 'number' ? rule.cost : 1,
     failClosed: false,

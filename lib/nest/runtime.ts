@@ -101,22 +101,21 @@ export class RateLimitRuntime {
   }
 
   /**
-   * Decides the policies that wait for a route's own guards as budgets of the client's
-   * address for the requests those guards refuse ({@link Route.unauthenticated}): before the
-   * guards, a check that spends nothing (`commit: false`); once they refused a request, its
-   * charge (`commit: true`). So failed authentication is still limited per address.
+   * Spends, under the client's address, the budgets of the requests a route's own guards
+   * refuse ({@link Route.unauthenticated}): before those guards run, so that requests in
+   * flight together all count. The outcome's `settle` gives the spending back; call it once
+   * the guards have admitted the request.
    */
   evaluateAsAddress(
     ctx: ExecutionContext,
     request: RequestLike | undefined,
     route: Route,
-    commit: boolean,
   ): Promise<RequestOutcome> {
     const refused = route.unauthenticated;
     if (refused === undefined || refused.enforced.length === 0) return Promise.resolve(NO_LIMIT);
     const identities = identitiesOf(ctx, request, route.name, this.options, this.events);
     const address: IdentityOf = () => identities(keys.ip);
-    return this.decide(ctx, refused, address, undefined, commit);
+    return this.decide(ctx, refused, address, undefined);
   }
 
   /** {@link RateLimitRuntime.evaluate} of the rules of `route`. */
@@ -193,7 +192,6 @@ export class RateLimitRuntime {
     route: Route,
     identities: IdentityOf,
     trace: Trace | undefined,
-    commit = true,
   ): Promise<RequestOutcome> {
     const { entries: enforcing, broken } =
       this.policies.fixedEntries(route, identities) ??
@@ -211,9 +209,7 @@ export class RateLimitRuntime {
       try {
         let settle: ((status: number) => void) | undefined;
         let decision: Decision;
-        if (!commit) {
-          decision = await this.limiter.consumeEach(entries, { commit });
-        } else if (route.counting) {
+        if (route.counting) {
           const spent = await this.limiter.spend(entries);
           decision = spent.decision;
           if (spent.spending) settle = this.settler(route, enforcing, spent.spending);

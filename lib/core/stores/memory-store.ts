@@ -94,10 +94,7 @@ export class MemoryStore implements RateLimitStore {
     return left > 0 ? left : -2;
   }
 
-  consume(
-    policies: readonly StorePolicy[],
-    options?: { commit?: boolean },
-  ): Promise<StoreOutcome[]> {
+  consume(policies: readonly StorePolicy[]): Promise<StoreOutcome[]> {
     const now = this.clock();
     // Overrides and exemptions, as the Redis script applies them (see CONSUME_SCRIPT).
     const effects = policies.map((p) =>
@@ -114,8 +111,7 @@ export class MemoryStore implements RateLimitStore {
     outcomes.forEach((o, i) => {
       // An override's state expires with the override (see CONSUME_SCRIPT).
       const until = effects[i]!.untilMs ?? Infinity;
-      if (o.state && options?.commit !== false)
-        this.write(effects[i]!.params.key, o.state, Math.min(now + o.ttlMs!, until));
+      if (o.state) this.write(effects[i]!.params.key, o.state, Math.min(now + o.ttlMs!, until));
     });
     return Promise.resolve(
       outcomes.map((o, i): StoreOutcome => {

@@ -61,13 +61,9 @@ export class RedisStore implements RateLimitStore {
     warnIfReplaying(options.client);
   }
 
-  async consume(
-    policies: readonly StorePolicy[],
-    options?: { commit?: boolean },
-  ): Promise<StoreOutcome[]> {
-    const commit = options?.commit !== false;
+  async consume(policies: readonly StorePolicy[]): Promise<StoreOutcome[]> {
     const groups = this.client.isCluster ? groupByHashTag(policies) : [];
-    if (groups.length <= 1) return this.consumeOne(policies, commit ? 'c' : 'd');
+    if (groups.length <= 1) return this.consumeOne(policies, 'c');
     // Keys of different identities may live on different Cluster nodes, out of reach of
     // one script. Decide every identity first, writing nothing; commit only if all admit.
     // (Between the two steps another request may spend the same budget; then a commit can
@@ -85,7 +81,6 @@ export class RedisStore implements RateLimitStore {
       return outcomes;
     };
     const decided = await run(false);
-    if (!commit) return decided;
     if (decided.every((o) => o.allowed)) return run(true);
     // A refusal under a policy with a penalty starts its block: its identity is asked again,
     // in a mode that writes only blocks.

@@ -58,13 +58,8 @@ export interface RateLimitStore {
    * @returns one outcome per policy, in order; when denied, admitting policies report
    *   their state as it stands
    * @throws whatever the backend throws; never retried by the caller
-   * @param options.commit `false` decides as usual and writes nothing (a check before
-   *   spending; default true). A store that cannot must not accept `commit: false`.
    */
-  consume(
-    policies: readonly StorePolicy[],
-    options?: { commit?: boolean },
-  ): Promise<StoreOutcome[]>;
+  consume(policies: readonly StorePolicy[]): Promise<StoreOutcome[]>;
   /**
    * Deletes every key that starts with `keyPrefix`, except control keys (overrides and
    * exemptions, `…}:ctl`: see `controlKey`). The prefix always contains the identity's hash
