@@ -7,6 +7,7 @@ import { AllowList } from '../http/allow-list.js';
 import type { RequestLike } from '../http/ip.js';
 import { messageOf, RATE_LIMIT_EVENTS, type RateLimitEvents } from './events.js';
 import { identitiesOf, type IdentityOf } from './identities.js';
+import { Insurance } from './insurance.js';
 import type { RateLimitMetrics } from './metrics.js';
 import { DecisionObserver, type Trace } from './observer.js';
 import type { RateLimitModuleOptions } from './options.js';
@@ -29,6 +30,8 @@ export class RateLimitRuntime {
   private readonly observer: DecisionObserver | undefined;
   /** Clients never limited (the `allowList` option); undefined without one. */
   readonly allowList: AllowList | undefined;
+  /** Insurance limits of `onStoreFailure: 'local'` policies; undefined without `instances`. */
+  private readonly insurance: Insurance | undefined;
 
   /**
    * @param global the module's guard is global (`APP_GUARD`): on HTTP routes with guards of
@@ -46,6 +49,10 @@ export class RateLimitRuntime {
     this.routes = new RouteTable(options, global);
     this.policies = new PolicyResolver(options, events);
     this.outcomes = new Outcomes(options, events);
+    this.insurance =
+      options.instances === undefined
+        ? undefined
+        : new Insurance(options.instances, options.prefix, events);
     this.allowList =
       options.allowList === undefined
         ? undefined
@@ -154,6 +161,7 @@ export class RateLimitRuntime {
       const started = trace ? performance.now() : 0;
       try {
         const decision = await this.limiter.consumeEach(entries);
+        this.insurance?.storeAnswered();
         if (trace) {
           // A deny-cache answer is no store call: it stays out of the store latency.
           if (!decision.cached) trace.enforcedMs = performance.now() - started;
@@ -172,7 +180,13 @@ export class RateLimitRuntime {
           route: route.name,
           message: messageOf(error),
         });
-        return this.outcomes.failure(route.enforced);
+        const local = enforcing.filter((e) => e.rule.onStoreFailure === 'local');
+        // Fail-closed wins (503); else the insurance limits decide, the fail-open rest admit.
+        if (local.length === 0 || route.enforced.some((r) => r.failClosed)) {
+          return this.outcomes.failure(route.enforced);
+        }
+        const insured = await this.insurance!.decide(local, route.name);
+        return this.outcomes.decided(insured.decision, insured.local, route.name);
       }
     }
     // Shadow policies count only what the enforced ones let through, in a call of their
