@@ -53,6 +53,8 @@ export class RateLimitRuntime {
       options.instances === undefined
         ? undefined
         : new Insurance(options.instances, options.prefix, events);
+    const insurance = this.insurance;
+    if (insurance) metrics?.watchInsurance(() => insurance.inForce);
     this.allowList =
       options.allowList === undefined
         ? undefined

@@ -7,6 +7,7 @@
 import 'reflect-metadata';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { Controller, Get } from '@nestjs/common';
+import { Registry } from 'prom-client';
 import { RateLimit } from '../../lib/index.js';
 import { startRedisServer, type RedisServerHandle } from '../harness/redis.js';
 import {
@@ -34,6 +35,10 @@ const TIMEOUT_MS = 100;
 describe('insurance limits while Redis is stopped', () => {
   let server: RedisServerHandle;
   const apps: AppHandle[] = [];
+  // The first app's metrics: rate_limit_insurance_in_force says when local limits decide.
+  const registry = new Registry();
+  const inForce = async () =>
+    (await registry.getSingleMetric('rate_limit_insurance_in_force')!.get()).values[0]!.value;
   // One logger for both: Nest's Logger is process-wide, the last app's logger takes all lines.
   const logger = new CapturingLogger();
 
@@ -50,6 +55,7 @@ describe('insurance limits while Redis is stopped', () => {
             instances: 2,
             timeoutMs: TIMEOUT_MS,
             circuitBreaker: { failureThreshold: 2, cooldownMs: 200 },
+            ...(i === 0 && { metrics: { registry } }),
           },
           [InsuredController],
           { logger, userFromHeader: true },
@@ -75,6 +81,7 @@ describe('insurance limits while Redis is stopped', () => {
   });
 
   it('with Redis stopped, each app admits at most ceil(5 / 2) = 3 of 20, then 429 with Retry-After; no 5xx', async () => {
+    expect(await inForce()).toBe(0);
     await server.kill();
     logger.clear();
     const admitted: number[] = [];
@@ -105,6 +112,7 @@ describe('insurance limits while Redis is stopped', () => {
       `insurance figures: admitted per process with Redis stopped ${admitted.join(', ')} of 20 each`,
     );
     expect(admitted).toEqual([3, 3]);
+    expect(await inForce()).toBe(1);
     // Throttled per route in each app: one line each for its 20 requests.
     const lines = logger.matching('rate_limit.insurance');
     expect(lines).toHaveLength(2);
@@ -126,6 +134,7 @@ describe('insurance limits while Redis is stopped', () => {
       ),
     );
     expect(back).toEqual([true, true]);
+    expect(await inForce()).toBe(0);
     // The restarted Redis kept nothing (no persistence): a fresh budget of 5, shared.
     const replies = [];
     for (let i = 0; i < 10; i++)
