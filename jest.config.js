@@ -18,6 +18,8 @@ const TIMING = [
   'test/e2e/failure.test.ts',
   'test/integration/operate.test.ts',
   'test/integration/operate.cluster.test.ts',
+  'test/failover/sentinel-failover.test.ts',
+  'test/failover/cluster-failover.test.ts',
   'test/integration/server-clock.test.ts',
 ];
 const timingPass = process.env.NRL_TIMING === '1';

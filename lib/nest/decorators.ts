@@ -4,6 +4,7 @@ import { definePolicy } from '../core/limiter.js';
 import { checkCost, type Algorithm, type Policy } from '../core/policy.js';
 import { parseRate, type RateInput } from '../core/rate.js';
 import type { KeyFn } from './keys.js';
+import type { StoreFailureMode } from './options.js';
 import { RATE_LIMIT_METADATA, SKIP_RATE_LIMIT_METADATA } from './tokens.js';
 
 /**
@@ -37,6 +38,11 @@ export interface RateLimitOptions {
   cost?: number | CostFn;
   /** When the store is unreachable, answer 503 instead of admitting. Default: the module's `failClosed`. */
   failClosed?: boolean;
+  /**
+   * `'open'`, `'closed'` or `'local'` (insurance limits): see the module's `onStoreFailure`.
+   * Wins over `failClosed`. Default: this policy's `failClosed`, else the module's setting.
+   */
+  onStoreFailure?: StoreFailureMode;
   /** Decide and count, but only log would-be denials (`rate_limit.shadow_blocked`). */
   shadow?: boolean;
   /** Include this policy in the rate-limit headers. Default true. */
@@ -174,6 +180,13 @@ export function declare(
   if (typeof cost === 'number') checkCost(cost, undefined, name, where);
   else if (cost !== undefined && typeof cost !== 'function')
     checkCost(cost, undefined, name, where);
+  const mode = options.onStoreFailure;
+  if (mode !== undefined && mode !== 'open' && mode !== 'closed' && mode !== 'local') {
+    throw new RateLimitConfigError(
+      'ERR_RATE_LIMIT_OPTION',
+      `invalid onStoreFailure ${quote(mode)}: expected 'open', 'closed' or 'local'`,
+    );
+  }
   for (const flag of ['failClosed', 'shadow', 'headers', 'exposeDetails'] as const) {
     if (options[flag] !== undefined && typeof options[flag] !== 'boolean') {
       throw new RateLimitConfigError(

@@ -21,6 +21,8 @@ export const RATE_LIMIT_EVENTS = {
   shadowBlocked: 'rate_limit.shadow_blocked',
   /** The store failed or timed out; throttled per error kind. */
   backendError: 'rate_limit.backend_error',
+  /** Insurance limits (`onStoreFailure: 'local'`) decided a request in memory; throttled per route. */
+  insurance: 'rate_limit.insurance',
   /** A user function (key, rate, cost, skip, errorMessage, onDecision) failed; throttled per place. */
   configError: 'rate_limit.config_error',
   /** An operator's override of a limit took effect for a request (info level). */

@@ -106,6 +106,7 @@ export class RateLimitMetrics {
   private readonly storeDuration: { observe(value: number): void };
   private readonly registered: { name: string; metric: unknown }[] = [];
   private circuit: () => CircuitState = () => 'closed';
+  private insured: () => boolean = () => false;
 
   /** @throws {RateLimitConfigError} when a metric of the same name is already registered */
   constructor(
@@ -119,6 +120,7 @@ export class RateLimitMetrics {
       storeDuration: `${prefix}store_duration_seconds`,
       circuitOpen: `${prefix}circuit_open`,
       nearLimit: `${prefix}near_limit_total`,
+      insurance: `${prefix}insurance_in_force`,
     };
     for (const name of Object.values(names)) {
       if (registry.getSingleMetric(name) !== undefined) {
@@ -173,6 +175,18 @@ export class RateLimitMetrics {
         },
       }),
     );
+    const insured = () => this.insured();
+    track(
+      names.insurance,
+      new prom.Gauge({
+        name: names.insurance,
+        help: "1 while insurance limits (onStoreFailure: 'local') decide in this process's memory because the store fails, else 0.",
+        registers,
+        collect(this: { set(value: number): void }) {
+          this.set(insured() ? 1 : 0);
+        },
+      }),
+    );
     this.nearLimit = track(
       names.nearLimit,
       new prom.Counter({
@@ -182,6 +196,11 @@ export class RateLimitMetrics {
         registers,
       }),
     );
+  }
+
+  /** Reads whether insurance limits are in force when the registry is scraped. */
+  watchInsurance(inForce: () => boolean): void {
+    this.insured = inForce;
   }
 
   /** Reads the circuit breaker's state when the registry is scraped. */

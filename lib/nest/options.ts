@@ -22,6 +22,9 @@ export type DefaultPolicyOptions = RateLimitOptions & { rate: RateInput | RateFn
  */
 export type DefaultPolicy = RateInput | RateFn | DefaultPolicyOptions;
 
+/** See {@link RateLimitModuleOptions.onStoreFailure}. */
+export type StoreFailureMode = 'open' | 'closed' | 'local';
+
 /** Options of `RateLimitModule.forRoot` (DESIGN §6). Durations in **ms**. */
 export interface RateLimitModuleOptions {
   /**
@@ -45,8 +48,21 @@ export interface RateLimitModuleOptions {
   key?: KeyFn;
   /** First part of every Redis key. Default `'rl'`. */
   prefix?: string;
-  /** Answer 503 when the store is unreachable, for policies that do not say. Default false (fail-open). */
+  /** Answer 503 when the store is unreachable, for policies that do not say. Default false (fail-open). Shorthand for `onStoreFailure: 'closed'`. */
   failClosed?: boolean;
+  /**
+   * What policies that do not say do while the store is unreachable, timing out or its
+   * circuit breaker open: `'open'` admits (fail-open), `'closed'` answers 503 (fail-closed),
+   * `'local'` enforces insurance limits, this process's share `ceil(limit / instances)` of
+   * each policy, in memory, until the store answers again. Default: `'closed'` when
+   * `failClosed`, else `'open'`.
+   */
+  onStoreFailure?: StoreFailureMode;
+  /**
+   * How many processes share the store: the insurance limit of a policy is
+   * `ceil(limit / instances)`. Required when any policy is `onStoreFailure: 'local'`.
+   */
+  instances?: number;
   /** Longest wait for the store per request, in **ms**. Default 100. */
   timeoutMs?: number;
   /** `'shadow'`: decide and count, log would-be denials, refuse nothing, send no headers. Default `'enforce'`. */

@@ -101,6 +101,18 @@ export function validateOptions(options: RateLimitModuleOptions): void {
   ) {
     fail('headers', "a boolean or { legacy?: boolean, standard?: 'draft-10' | false }");
   }
+  const { onStoreFailure, instances } = options;
+  if (
+    onStoreFailure !== undefined &&
+    onStoreFailure !== 'open' &&
+    onStoreFailure !== 'closed' &&
+    onStoreFailure !== 'local'
+  ) {
+    fail('onStoreFailure', "'open', 'closed' or 'local'");
+  }
+  if (instances !== undefined && (!Number.isSafeInteger(instances) || instances < 1)) {
+    fail('instances', 'an integer >= 1');
+  }
   for (const name of ['failClosed', 'global', 'tracing'] as const) {
     if (options[name] !== undefined && typeof options[name] !== 'boolean') fail(name, 'a boolean');
   }

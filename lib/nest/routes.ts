@@ -10,7 +10,7 @@ import {
 } from './decorators.js';
 import { GUARDS_METADATA, isRateLimitGuard } from './after-guards.js';
 import { keys, needsUser, type KeyFn } from './keys.js';
-import type { DefaultPolicyOptions, RateLimitModuleOptions } from './options.js';
+import type { DefaultPolicyOptions, RateLimitModuleOptions, StoreFailureMode } from './options.js';
 import type { RateInput } from '../core/rate.js';
 import { RATE_LIMIT_METADATA, SKIP_RATE_LIMIT_METADATA } from './tokens.js';
 
@@ -26,7 +26,10 @@ export interface Rule {
   readonly scope: string;
   readonly key: KeyFn;
   readonly cost: number | CostFn;
+  /** `onStoreFailure === 'closed'`. */
   readonly failClosed: boolean;
+  /** What this policy does while the store fails (defaults resolved). */
+  readonly onStoreFailure: StoreFailureMode;
   readonly shadow: boolean;
   readonly headers: boolean;
   readonly exposeDetails: boolean;
@@ -171,6 +174,31 @@ export class RouteTable {
    * @param routeScope the scope of this route's own budget (`scope: 'route'`, or no scope on
    *   a decorator)
    */
+  /**
+   * The policy's own `onStoreFailure`, else its `failClosed`, else the module's, in that order.
+   * @throws {RateLimitConfigError} `ERR_RATE_LIMIT_OPTION` for `'local'` without `instances`
+   */
+  private storeFailureMode(options: RateLimitOptions, where: string): StoreFailureMode {
+    const flag = (closed: boolean | undefined) =>
+      closed === undefined ? undefined : closed ? 'closed' : 'open';
+    const mode =
+      options.onStoreFailure ??
+      flag(options.failClosed) ??
+      this.options.onStoreFailure ??
+      flag(this.options.failClosed) ??
+      'open';
+    // Learning the number of processes from the store is not done: a wrong guess would
+    // quietly multiply or divide every insurance limit, so it must be given.
+    if (mode === 'local' && this.options.instances === undefined) {
+      throw new RateLimitConfigError(
+        'ERR_RATE_LIMIT_OPTION',
+        "onStoreFailure: 'local' needs the module's instances (how many processes share the store)",
+        where,
+      );
+    }
+    return mode;
+  }
+
   private toRule(declared: DeclaredPolicy, isDefault: boolean, routeScope: string): Rule {
     const { options } = declared;
     let policy = declared.policy;
@@ -182,6 +210,7 @@ export class RouteTable {
       const checked = declare(rate, { ...options, algorithm }, declared.where).policy;
       if (policy) policy = checked;
     }
+    const onStoreFailure = this.storeFailureMode(options, declared.where);
     return {
       name: declared.name,
       policy,
@@ -193,7 +222,8 @@ export class RouteTable {
           : (options.scope ?? 'global'),
       key: options.key ?? this.options.key ?? keys.userOrIp,
       cost: options.cost ?? 1,
-      failClosed: options.failClosed ?? this.options.failClosed ?? false,
+      failClosed: onStoreFailure === 'closed',
+      onStoreFailure,
       shadow: this.options.mode === 'shadow' || options.shadow === true,
       headers: options.headers !== false,
       exposeDetails: options.exposeDetails !== false,

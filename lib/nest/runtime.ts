@@ -8,6 +8,7 @@ import type { RequestLike } from '../http/ip.js';
 import { messageOf, RATE_LIMIT_EVENTS, type RateLimitEvents } from './events.js';
 import { identitiesOf, type IdentityOf } from './identities.js';
 import { keys } from './keys.js';
+import { Insurance } from './insurance.js';
 import type { RateLimitMetrics } from './metrics.js';
 import { DecisionObserver, type Trace } from './observer.js';
 import type { RateLimitModuleOptions } from './options.js';
@@ -30,6 +31,8 @@ export class RateLimitRuntime {
   private readonly observer: DecisionObserver | undefined;
   /** Clients never limited (the `allowList` option); undefined without one. */
   readonly allowList: AllowList | undefined;
+  /** Insurance limits of `onStoreFailure: 'local'` policies; undefined without `instances`. */
+  private readonly insurance: Insurance | undefined;
 
   /**
    * @param global the module's guard is global (`APP_GUARD`): on HTTP routes with guards of
@@ -47,6 +50,12 @@ export class RateLimitRuntime {
     this.routes = new RouteTable(options, global);
     this.policies = new PolicyResolver(options, events);
     this.outcomes = new Outcomes(options, events);
+    this.insurance =
+      options.instances === undefined
+        ? undefined
+        : new Insurance(options.instances, options.prefix, events);
+    const insurance = this.insurance;
+    if (insurance) metrics?.watchInsurance(() => insurance.inForce);
     this.allowList =
       options.allowList === undefined
         ? undefined
@@ -216,6 +225,7 @@ export class RateLimitRuntime {
         } else {
           decision = await this.limiter.consumeEach(entries);
         }
+        this.insurance?.storeAnswered();
         if (trace) {
           // A deny-cache answer is no store call: it stays out of the store latency.
           if (!decision.cached) trace.enforcedMs = performance.now() - started;
@@ -235,7 +245,13 @@ export class RateLimitRuntime {
           route: route.name,
           message: messageOf(error),
         });
-        return this.outcomes.failure(route.enforced);
+        const local = enforcing.filter((e) => e.rule.onStoreFailure === 'local');
+        // Fail-closed wins (503); else the insurance limits decide, the fail-open rest admit.
+        if (local.length === 0 || route.enforced.some((r) => r.failClosed)) {
+          return this.outcomes.failure(route.enforced);
+        }
+        const insured = await this.insurance!.decide(local, route.name);
+        return this.outcomes.decided(insured.decision, insured.local, route.name);
       }
     }
     // Shadow policies count only what the enforced ones let through, in a call of their

@@ -118,6 +118,7 @@ describe.each(PLATFORMS)('metrics on %s', (platform) => {
     const scraped = await scrape(registry);
     expect(withoutBuckets(scraped)).toEqual({
       rate_limit_circuit_open: 0,
+      rate_limit_insurance_in_force: 0,
       'rate_limit_decisions_total{scope="MetricsController.five",policy="default",outcome="allowed"}': 5,
       'rate_limit_decisions_total{scope="MetricsController.five",policy="default",outcome="blocked"}': 2,
       'rate_limit_decisions_total{scope="MetricsController.ten",policy="ten",outcome="allowed"}': 10,
@@ -223,6 +224,7 @@ describe('a stopped Redis in the metrics and decision events', () => {
       // The first two calls failed; the circuit then skipped the last two.
       'rate_limit_backend_errors_total{kind="unavailable"}': 4,
       rate_limit_circuit_open: 1,
+      rate_limit_insurance_in_force: 0,
       'rate_limit_decisions_total{scope="MetricsController.five",policy="default",outcome="allowed"}': 1,
       // Only the call that answered is timed.
       rate_limit_store_duration_seconds_count: 1,

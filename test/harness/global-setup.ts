@@ -166,7 +166,11 @@ export async function waitUntil(
   }
 }
 
-/** One redis-server child process on a fixed port, restartable on that same port. */
+/**
+ * One redis-server child process on a fixed port, restartable on that same port. With a
+ * `configFile`, it is read first (Sentinel needs one it can rewrite: pass `--sentinel` in
+ * `extraArgs`).
+ */
 export class RedisProcess {
   private child: ChildProcess | undefined;
   private exitInfo = '';
@@ -176,6 +180,7 @@ export class RedisProcess {
     readonly port: number,
     private readonly dir: string,
     private readonly extraArgs: string[] = [],
+    private readonly configFile?: string,
   ) {}
 
   /** Starts redis-server and resolves once it answers (and has loaded any data). */
@@ -183,7 +188,8 @@ export class RedisProcess {
     if (this.child) throw new Error(`redis-server :${this.port} is already running`);
     installExitHook();
     const [command = 'redis-server', ...launchArgs] = launcher();
-    const args = ['--port', String(this.port), '--bind', '127.0.0.1'];
+    const args = this.configFile === undefined ? [] : [this.configFile];
+    args.push('--port', String(this.port), '--bind', '127.0.0.1');
     args.push('--save', '', '--appendonly', 'no', '--dir', this.dir, ...this.extraArgs);
     // Attached, not detached: a Ctrl-C to the terminal's process group reaches redis-server too.
     const child = spawn(command, [...launchArgs, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
@@ -210,7 +216,9 @@ export class RedisProcess {
         if (!this.child) throw new Error(failure(this.exitInfo));
         // Checking the pid makes sure we are not talking to some other server on a raced port.
         const info = String(await redisCall(this.port, 'INFO').catch(() => ''));
-        return info.includes(`process_id:${child.pid}\r\n`) && info.includes('loading:0\r\n');
+        // A Sentinel loads no data, so its INFO has no `loading` field.
+        const loaded = info.includes('loading:0\r\n') || info.includes('redis_mode:sentinel');
+        return info.includes(`process_id:${child.pid}\r\n`) && loaded;
       },
       timeoutMs,
       () => failure(`not ready within ${timeoutMs} ms`),

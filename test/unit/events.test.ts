@@ -99,6 +99,7 @@ describe('RATE_LIMIT_EVENTS', () => {
       shadowBlocked: 'rate_limit.shadow_blocked',
       backendError: 'rate_limit.backend_error',
       configError: 'rate_limit.config_error',
+      insurance: 'rate_limit.insurance',
       overrideApplied: 'rate_limit.override_applied',
       redisUnreachable: 'rate_limit.redis_unreachable',
       unenforced: 'rate_limit.unenforced',
