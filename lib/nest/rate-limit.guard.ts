@@ -87,9 +87,8 @@ export class RateLimitGuard implements CanActivate {
     request: RequestLike | undefined,
     carrier: object,
     first: RequestOutcome,
+    later: Route,
   ): Promise<RequestOutcome> {
-    const later = this.runtime.afterGuardsOf(ctx);
-    if (later === undefined) return first;
     const held = await this.runtime.evaluateAsAddress(ctx, request, later);
     if (!held.allowed) return this.runtime.combine(first, held);
     decideAfterGuards(carrier, (after) => {
@@ -159,9 +158,11 @@ export class RateLimitGuard implements CanActivate {
     if (typeof skip === 'boolean' ? skip : await skip) return SKIPPED;
     try {
       const first = await this.runtime.evaluate(ctx, request);
-      return first.allowed
-        ? await this.waitForRouteGuards(ctx, transport, request, carrier, first)
-        : first;
+      if (!first.allowed) return first;
+      // Looked up first: most routes have nothing waiting, and pay no further await.
+      const later = this.runtime.afterGuardsOf(ctx);
+      if (later === undefined) return first;
+      return await this.waitForRouteGuards(ctx, transport, request, carrier, first, later);
     } catch (error) {
       // A route with invalid policies fails as at bootstrap; anything else comes from a
       // context the runtime cannot read (no class or handler), which stays unlimited.
