@@ -4,95 +4,37 @@ import { checkPrefix, identityKeyPrefix } from './keys.js';
 import {
   checkCost,
   checkScope,
-  resolvePolicy,
   toPolicy,
   type Decision,
   type Policy,
   type Algorithm,
   type PolicyInput,
 } from './policy.js';
-import {
-  CircuitBreaker,
-  type CircuitBreakerOptions,
-  type CircuitState,
-} from './circuit-breaker.js';
-import { DenyCache, type DenyCacheOptions } from './deny-cache.js';
+import { CircuitBreaker, type CircuitState } from './circuit-breaker.js';
+import { DenyCache } from './deny-cache.js';
 import { boundedCall } from './store-call.js';
 import { decisionOf, storePoliciesOf } from './store-policies.js';
-import type { StoreRefund } from './refund.js';
+import type {
+  ConsumeOptions,
+  LimitEntry,
+  Policies,
+  RateLimiterOptions,
+  Spending,
+} from './limiter-types.js';
+
+export { definePolicy } from './limiter-types.js';
+export type {
+  ConsumeOptions,
+  LimitEntry,
+  Policies,
+  RateLimiterOptions,
+  Spending,
+} from './limiter-types.js';
 import type { RateLimitStore, StoreOutcome, StorePolicy } from './stores/store.js';
-
-/**
- * What a request spent, from {@link RateLimiter.spend}, to give back with
- * {@link RateLimiter.refund}: per entry (by its index in the request's entries) that spent
- * under its policy's own state.
- */
-export interface Spending {
-  readonly refunds: readonly { readonly index: number; readonly refund: StoreRefund }[];
-}
-
-/** Options of {@link RateLimiter}. */
-export interface RateLimiterOptions {
-  store: RateLimitStore;
-  /** First part of every key (DESIGN §5). Default `'rl'`. */
-  prefix?: string;
-  /**
-   * Longest wait for one store call, in **ms** (default 100). Past it the call fails with
-   * a {@link RateLimitBackendError} of kind `timeout`; the call is not retried, and its
-   * late reply is ignored. `Infinity` waits forever.
-   */
-  timeoutMs?: number;
-  /**
-   * Stops calling a store that keeps failing, for a cool-down, then probes it with one
-   * call. Default `{ failureThreshold: 5, cooldownMs: 2000 }`; `false` turns it off.
-   */
-  circuitBreaker?: CircuitBreakerOptions | false;
-  /**
-   * Answers a request that was just refused for a long wait from memory, without the store,
-   * until its wait is over (see {@link DenyCacheOptions}). Off by default; `true` takes the
-   * defaults. Calls with `denyCache: false` (shadow policies) always reach the store.
-   */
-  denyCache?: DenyCacheOptions | boolean;
-}
-
-/**
- * One policy of a request, for {@link RateLimiter.consumeEach}: policies of one request
- * may limit different identities (the route per IP, the API per user).
- */
-export interface LimitEntry {
-  /** Who is limited by this policy, e.g. `user:42`. */
-  identity: string;
-  policy: Policy | PolicyInput;
-  /** Units to spend under this policy; default: the policy's `cost`, else the call's. */
-  cost?: number;
-  /** Scope when the policy names none; default: the call's `scope`. */
-  scope?: string;
-}
-
-/** Options of one {@link RateLimiter.consume} call. */
-export interface ConsumeOptions {
-  /** Units to spend under every policy that sets no `cost` of its own: an integer >= 0. Default 1. */
-  cost?: number;
-  /** Scope for policies that name none (DESIGN §5). Default `'global'`. */
-  scope?: string;
-  /** `false` to ask the store even when the deny cache knows the answer (shadow policies). */
-  denyCache?: boolean;
-}
 
 const MAX_TIMER_MS = 2 ** 31 - 1;
 /** How long `reset`, `inspect` and other operator calls may take, in ms: they may have to scan the keyspace. */
 const RESET_TIMEOUT_MS = 30_000;
-
-/** Policies as `consume` takes them: validated {@link Policy} objects or inputs to validate. */
-export type Policies = Policy | PolicyInput | readonly (Policy | PolicyInput)[];
-
-/**
- * Validates a policy once, for use on every request (see {@link resolvePolicy}).
- * @throws {RateLimitConfigError}
- */
-export function definePolicy(input: PolicyInput, where?: string): Policy {
-  return resolvePolicy(input, where);
-}
 
 /**
  * The engine, usable without Nest: identity + policies -> one atomic store call -> a
