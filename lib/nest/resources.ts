@@ -14,7 +14,7 @@ import {
   type RateLimitMetrics,
 } from './metrics.js';
 import type { RateLimitModuleOptions } from './options.js';
-import { declareDefaults } from './routes.js';
+import { declareDefaults } from './defaults.js';
 import { createTracing, type DecisionTracing, type OtelApiLoader } from './tracing.js';
 
 const WHERE = 'RateLimitModule options';
