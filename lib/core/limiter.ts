@@ -11,6 +11,7 @@ import {
   type PolicyInput,
 } from './policy.js';
 import { CircuitBreaker, type CircuitState } from './circuit-breaker.js';
+import { leasesOf, slotRefused, type Lease } from './concurrency.js';
 import { DenyCache } from './deny-cache.js';
 import { boundedCall } from './store-call.js';
 import { decisionOf, storePoliciesOf } from './store-policies.js';
@@ -141,7 +142,7 @@ export class RateLimiter {
       const refunds: Spending['refunds'][number][] = [];
       outcomes.forEach((o, index) => {
         const { key, algorithm, limit, periodMs, cost } = policies[index]!;
-        if (o.mark !== undefined && cost > 0) {
+        if (o.mark !== undefined && cost > 0 && algorithm !== 'concurrency') {
           refunds.push({ index, refund: { key, algorithm, limit, periodMs, cost, mark: o.mark } });
         }
       });
@@ -172,6 +173,26 @@ export class RateLimiter {
       .map((r) => r.refund);
     if (refunds.length === 0) return Promise.resolve(0);
     return boundedCall(() => store.refund!(refunds), this.timeoutMs, this.breaker);
+  }
+
+  /**
+   * Gives back the slots a request took under concurrency limits ({@link Decision.leases}),
+   * in one store call per identity. Idempotent: a lease given back twice frees one slot.
+   * @returns how many slots were freed
+   * @throws {RateLimitConfigError} `ERR_RATE_LIMIT_OPTION` when the store has no `release`
+   * @throws {RateLimitBackendError} when the store fails or exceeds `timeoutMs`
+   */
+  release(leases: readonly Lease[]): Promise<number> {
+    const store = this.store;
+    if (typeof store.release !== 'function') {
+      throw new RateLimitConfigError(
+        'ERR_RATE_LIMIT_OPTION',
+        'this rate-limit store cannot release concurrency slots: implement RateLimitStore.release',
+        'RateLimiter.release',
+      );
+    }
+    if (leases.length === 0) return Promise.resolve(0);
+    return boundedCall(() => store.release!(leases), this.timeoutMs, this.breaker);
   }
 
   /**
@@ -294,8 +315,10 @@ export class RateLimiter {
       this.breaker,
     );
     spent?.(storePolicies, outcomes);
-    const decision = decisionOf(policies, outcomes);
-    if (cache && !decision.allowed) {
+    let decision = decisionOf(policies, outcomes);
+    const leases = decision.allowed ? leasesOf(storePolicies, outcomes) : undefined;
+    if (leases) decision = { ...decision, leases };
+    if (cache && !decision.allowed && !slotRefused(storePolicies, outcomes)) {
       cache.remember(
         signature,
         decision,

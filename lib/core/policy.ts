@@ -1,3 +1,4 @@
+import { concurrencyOf, type Lease } from './concurrency.js';
 import { quote, RateLimitConfigError } from './errors.js';
 import {
   isPositiveInteger,
@@ -26,12 +27,31 @@ export const ALGORITHMS: readonly Algorithm[] = [
   'gcra',
 ];
 
-/** A policy as users write it. */
+/**
+ * What a validated policy evaluates: one of the four algorithms, or `'concurrency'` for a
+ * concurrency limit (see `concurrency.ts`), which users declare with `concurrent`.
+ */
+export type PolicyAlgorithm = Algorithm | 'concurrency';
+
+/**
+ * A policy as users write it: a rate (`{ rate: '100/m' }`), or a concurrency limit
+ * (`{ concurrent: 5, leaseMs: 30_000 }`: requests in flight, see `concurrency.ts`).
+ */
 export interface PolicyInput {
   /** Distinguishes stacked policies (`burst`, `daily`); part of the Redis key. Default `'default'`. */
   name?: string;
-  /** The quota, e.g. `'100/m'`. */
-  rate: RateInput;
+  /** The quota, e.g. `'100/m'`. Required, unless the policy is a concurrency limit (`concurrent`). */
+  rate?: RateInput;
+  /**
+   * A concurrency limit instead of a rate: at most this many requests of one identity in
+   * flight (an integer >= 1). Not with `rate`, `algorithm`, `burst`, `cost` or `block`.
+   */
+  concurrent?: number;
+  /**
+   * With `concurrent`: how long, in **ms**, a slot stays taken when its request never gives it
+   * back (its process died). Default 30,000. Longer than your slowest request.
+   */
+  leaseMs?: number;
   /** Default `'token-bucket'`. */
   algorithm?: Algorithm;
   /**
@@ -66,7 +86,8 @@ export interface Policy {
   readonly limit: number;
   /** Period in **milliseconds**. */
   readonly periodMs: number;
-  readonly algorithm: Algorithm;
+  /** `'concurrency'` for a concurrency limit: `limit` slots, leases of `periodMs` = `leaseMs`. */
+  readonly algorithm: PolicyAlgorithm;
   /** Largest cost ever admitted at once: `burst ?? limit` for token-bucket and gcra, else `limit`. */
   readonly capacity: number;
   readonly scope?: string;
@@ -75,6 +96,8 @@ export interface Policy {
   readonly blockMs?: number;
   /** A refusal during the block starts it again. */
   readonly extendBlock?: true;
+  /** A concurrency limit's lease, in **ms** (also its `periodMs`). */
+  readonly leaseMs?: number;
 }
 
 /** Why a request was denied. */
@@ -120,6 +143,11 @@ export interface Decision {
   readonly reason?: DenyReason;
   /** One entry per policy, in the order given. */
   readonly policies: readonly PolicyDecision[];
+  /**
+   * Admitted under concurrency limits: the slots taken, to give back with
+   * `RateLimiter.release` once the request ends (else they expire after their lease).
+   */
+  readonly leases?: readonly Lease[];
 }
 
 const NAME_PATTERN = /^[A-Za-z0-9_.-]{1,64}$/;
@@ -141,14 +169,9 @@ export function resolvePolicy(input: PolicyInput, where?: string): Policy {
     );
   }
   const name = input.name === undefined ? 'default' : input.name;
-  const { limit, periodMs } = parseRateOf(input.rate, name, where);
-  if (typeof name !== 'string' || !NAME_PATTERN.test(name)) {
-    throw new RateLimitConfigError(
-      'ERR_RATE_LIMIT_NAME',
-      `invalid policy name ${quote(name)}: use 1-64 of A-Z a-z 0-9 _ . -`,
-      where,
-    );
-  }
+  if (input.concurrent !== undefined) return concurrencyPolicy(input, name, where);
+  const { limit, periodMs } = parseRateOf(input.rate!, name, where);
+  checkName(name, where);
   const algorithm = input.algorithm === undefined ? 'token-bucket' : input.algorithm;
   if (!ALGORITHMS.includes(algorithm)) {
     throw new RateLimitConfigError(
@@ -188,6 +211,34 @@ export function resolvePolicy(input: PolicyInput, where?: string): Policy {
 
 const validated = new WeakSet<object>();
 
+function checkName(name: unknown, where?: string): asserts name is string {
+  if (typeof name !== 'string' || !NAME_PATTERN.test(name)) {
+    throw new RateLimitConfigError(
+      'ERR_RATE_LIMIT_NAME',
+      `invalid policy name ${quote(name)}: use 1-64 of A-Z a-z 0-9 _ . -`,
+      where,
+    );
+  }
+}
+
+/** A concurrency limit (see `concurrency.ts`): `limit` slots, leases of `leaseMs`. */
+function concurrencyPolicy(input: PolicyInput, name: unknown, where?: string): Policy {
+  const { limit, leaseMs } = concurrencyOf(input, name, where);
+  checkName(name, where);
+  if (input.scope !== undefined) checkScope(input.scope, where);
+  const policy: Policy = Object.freeze({
+    name,
+    limit,
+    periodMs: leaseMs,
+    algorithm: 'concurrency' as const,
+    capacity: limit,
+    leaseMs,
+    ...(input.scope !== undefined && { scope: input.scope }),
+  });
+  validated.add(policy);
+  return policy;
+}
+
 /**
  * A validated policy from either form: a {@link Policy} made by {@link resolvePolicy}
  * passes as it is; a policy-shaped object (`limit`, `periodMs`, `capacity`, no `rate`) is
@@ -198,12 +249,15 @@ export function toPolicy(value: Policy | PolicyInput, where?: string): Policy {
   if (validated.has(value)) return value as Policy;
   const p = value as Partial<Policy> & Partial<PolicyInput>;
   if (p !== null && typeof p === 'object' && p.rate === undefined && p.capacity !== undefined) {
+    if (p.leaseMs !== undefined) {
+      return resolvePolicy({ name: p.name, concurrent: p.limit, leaseMs: p.leaseMs, scope: p.scope }, where);
+    }
     const windowed = p.algorithm === 'fixed-window' || p.algorithm === 'sliding-window';
     return resolvePolicy(
       {
         name: p.name,
         rate: { limit: p.limit!, periodMs: p.periodMs! },
-        algorithm: p.algorithm,
+        algorithm: p.algorithm as Algorithm,
         burst: windowed || p.capacity === p.limit ? undefined : p.capacity,
         scope: p.scope,
         cost: p.cost,

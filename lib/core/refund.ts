@@ -1,5 +1,5 @@
 import type { State } from './algorithms/index.js';
-import type { Algorithm } from './policy.js';
+import type { Algorithm, PolicyAlgorithm } from './policy.js';
 
 /**
  * Refunds (`count: 'failed' | 'succeeded'`): a request spends when it is decided, and gets
@@ -39,7 +39,7 @@ export interface StoreRefund {
  * The mark of a state a request wrote (see {@link StoreRefund.mark}); for token bucket and
  * GCRA, `[tatMs, ticks]` read at `offsetMs` (0 when the TAT is absolute).
  */
-export function markOf(algorithm: Algorithm, written: State, offsetMs = 0): number {
+export function markOf(algorithm: PolicyAlgorithm, written: State, offsetMs = 0): number {
   if (algorithm === 'fixed-window') return written[1]!;
   if (algorithm === 'sliding-window') return written[0]!;
   return offsetMs + written[0]! + (written[1]! > 0 ? 1 : 0);

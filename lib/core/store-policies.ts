@@ -1,4 +1,5 @@
 import { ALGORITHM_IMPLS } from './algorithms/index.js';
+import { newLeaseId } from './concurrency.js';
 import { quote, RateLimitConfigError } from './errors.js';
 import { policyKey } from './keys.js';
 import {
@@ -54,9 +55,12 @@ export function storePoliciesOf(
         }
         budgets.add(budget);
       }
-      const spend = entryCost ?? policy.cost ?? cost;
+      let spend = entryCost ?? policy.cost ?? cost;
       if (entryCost !== undefined) checkCost(entryCost, undefined, policy.name);
       policies.push(policy);
+      // A concurrency limit: one request, one slot, whatever the request's cost (0 peeks).
+      const lease = policy.leaseMs !== undefined;
+      if (lease) spend = Math.min(1, spend);
       return {
         key: policyKey(
           prefix,
@@ -72,7 +76,8 @@ export function storePoliciesOf(
         cost: peek ? 0 : spend,
         ...(policy.blockMs !== undefined && { blockMs: policy.blockMs }),
         ...(policy.extendBlock && { extendBlock: true as const }),
-        ...(refundable && { refundable: true as const }),
+        ...(refundable && !lease && { refundable: true as const }),
+        ...(lease && !peek && spend > 0 && { lease: newLeaseId() }),
       };
     },
   );

@@ -1,5 +1,5 @@
 import { RateLimitConfigError } from '../core/errors.js';
-import type { Algorithm, Policy } from '../core/policy.js';
+import type { Policy, PolicyAlgorithm } from '../core/policy.js';
 import {
   declare,
   ROUTE_SCOPE,
@@ -156,7 +156,7 @@ export class RouteTable {
    * resolved so far (every route, after bootstrap); undefined when none, or when routes
    * sharing the scope declare different rates for it.
    */
-  knownPolicy(scope: string, name: string, algorithm: Algorithm): Policy | undefined {
+  knownPolicy(scope: string, name: string, algorithm: PolicyAlgorithm): Policy | undefined {
     return this.known.get(knownId(scope, name, algorithm)) ?? undefined;
   }
 
@@ -291,7 +291,7 @@ function classChain(controller: Target): Target[] {
   return chain;
 }
 
-function knownId(scope: string, name: string, algorithm: Algorithm): string {
+function knownId(scope: string, name: string, algorithm: PolicyAlgorithm): string {
   return JSON.stringify([scope, name, algorithm]);
 }
 

@@ -1,4 +1,5 @@
 import { describe } from '@jest/globals';
+import { concurrencySuite } from '../conformance/concurrency.js';
 import { penaltySuite } from '../conformance/penalties.js';
 import { refundSuite } from '../conformance/refunds.js';
 import { conformanceSuite } from '../conformance/suite.js';
@@ -7,3 +8,4 @@ import { clusterKind } from '../conformance/stores.js';
 describe('conformance: cluster', () => conformanceSuite(clusterKind));
 describe('penalties: cluster', () => penaltySuite(clusterKind));
 describe('refunds: cluster', () => refundSuite(clusterKind));
+describe('concurrency: cluster', () => concurrencySuite(clusterKind));

@@ -1,4 +1,5 @@
 import { describe } from '@jest/globals';
+import { concurrencySuite } from '../conformance/concurrency.js';
 import { penaltySuite } from '../conformance/penalties.js';
 import { refundSuite } from '../conformance/refunds.js';
 import { conformanceSuite } from '../conformance/suite.js';
@@ -7,3 +8,4 @@ import { memoryKind } from '../conformance/stores.js';
 describe('conformance: memory', () => conformanceSuite(memoryKind));
 describe('penalties: memory', () => penaltySuite(memoryKind));
 describe('refunds: memory', () => refundSuite(memoryKind));
+describe('concurrency: memory', () => concurrencySuite(memoryKind));

@@ -1,4 +1,5 @@
 import { describe } from '@jest/globals';
+import { concurrencySuite } from '../conformance/concurrency.js';
 import { penaltySuite } from '../conformance/penalties.js';
 import { refundSuite } from '../conformance/refunds.js';
 import { conformanceSuite } from '../conformance/suite.js';
@@ -7,3 +8,4 @@ import { standaloneKind } from '../conformance/stores.js';
 describe('conformance: standalone', () => conformanceSuite(standaloneKind));
 describe('penalties: standalone', () => penaltySuite(standaloneKind));
 describe('refunds: standalone', () => refundSuite(standaloneKind));
+describe('concurrency: standalone', () => concurrencySuite(standaloneKind));

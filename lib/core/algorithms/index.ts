@@ -1,4 +1,5 @@
-import type { Algorithm } from '../policy.js';
+import type { PolicyAlgorithm } from '../policy.js';
+import { concurrency } from '../concurrency.js';
 import { fixedWindow } from './fixed-window.js';
 import { gcra } from './gcra.js';
 import { slidingWindow } from './sliding-window.js';
@@ -12,12 +13,16 @@ export { evaluateGcra } from './gcra.js';
 export { evaluateSlidingWindow } from './sliding-window.js';
 export { evaluateTokenBucket } from './token-bucket.js';
 
-/** Every algorithm by name; `code` is its index in the Lua dispatch table. */
-export const ALGORITHM_IMPLS: Readonly<Record<Algorithm, AlgorithmImpl>> = {
+/**
+ * Every algorithm by name, and concurrency limits (see `concurrency.ts`); `code` is its
+ * index in the Lua dispatch table.
+ */
+export const ALGORITHM_IMPLS: Readonly<Record<PolicyAlgorithm, AlgorithmImpl>> = {
   'fixed-window': fixedWindow,
   'sliding-window': slidingWindow,
   'token-bucket': tokenBucket,
   gcra,
+  concurrency,
 };
 
 /** One policy's part in an all-or-nothing decision. */

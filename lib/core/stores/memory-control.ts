@@ -32,6 +32,8 @@ export function controlEffect(
   if (Number.isSafeInteger(until) && until > now) {
     return { params: { ...policy, cost: 0 }, exempt: true };
   }
+  // Overrides change rates; a concurrency limit has none (see concurrency.ts).
+  if (policy.lease !== undefined || policy.algorithm === 'concurrency') return { params: policy };
   const [scope = '', name = ''] = key.slice(key.indexOf('}') + 2).split(':');
   const found = applicableOverride(fields, now, scope, name);
   if (!found) return { params: policy };

@@ -3,6 +3,8 @@ import { algorithmTagOf } from '../keys.js';
 import { quote, RateLimitConfigError } from '../errors.js';
 import { blockedOutcome, blockKeyOf, startsBlock } from '../penalty.js';
 import { controlEffect, controlKeyOf } from './memory-control.js';
+import { LeaseTable } from './memory-leases.js';
+import type { Lease } from '../concurrency.js';
 import { markOf, refundedState, type StoreRefund } from '../refund.js';
 import type {
   ControlChange,
@@ -52,6 +54,8 @@ export class MemoryStore implements RateLimitStore {
   private readonly entries = new Map<string, Entry>();
   /** Control hashes (overrides, exemptions): few, written by operators, kept apart from `entries`. */
   private readonly controls = new Map<string, { fields: Map<string, string>; expiresAt: number }>();
+  /** Leases of concurrency limits (see `concurrency.ts`). */
+  private readonly leases = new LeaseTable();
   private readonly clock: () => number;
   private readonly maxKeys: number;
   private readonly sweepBatch: number;
@@ -89,6 +93,7 @@ export class MemoryStore implements RateLimitStore {
    * (or has expired). Keys here always expire, so -1 never occurs.
    */
   pttl(key: string): number {
+    if (algorithmTagOf(key) === 'cc') return this.leases.pttl(key, this.clock());
     const entry = this.entries.get(key);
     const left = entry ? entry.expiresAt - this.clock() : 0;
     return left > 0 ? left : -2;
@@ -102,7 +107,10 @@ export class MemoryStore implements RateLimitStore {
     );
     const evaluations = policies.map((p, i) => ({
       impl: ALGORITHM_IMPLS[p.algorithm],
-      state: this.read(effects[i]!.params.key, now),
+      state:
+        p.algorithm !== 'concurrency'
+          ? this.read(effects[i]!.params.key, now)
+          : this.leases.read(p.key, now),
       params: effects[i]!.params,
       now,
     }));
@@ -111,7 +119,9 @@ export class MemoryStore implements RateLimitStore {
     outcomes.forEach((o, i) => {
       // An override's state expires with the override (see CONSUME_SCRIPT).
       const until = effects[i]!.untilMs ?? Infinity;
-      if (o.state) this.write(effects[i]!.params.key, o.state, Math.min(now + o.ttlMs!, until));
+      const lease = policies[i]!.lease;
+      if (o.state && lease !== undefined) this.leases.take(policies[i]!.key, lease, now + o.ttlMs!);
+      else if (o.state) this.write(effects[i]!.params.key, o.state, Math.min(now + o.ttlMs!, until));
     });
     return Promise.resolve(
       outcomes.map((o, i): StoreOutcome => {
@@ -149,6 +159,11 @@ export class MemoryStore implements RateLimitStore {
     return Promise.resolve(given);
   }
 
+  /** See {@link RateLimitStore.release} and `concurrency.ts`. */
+  release(leases: readonly Lease[]): Promise<number> {
+    return Promise.resolve(this.leases.release(leases));
+  }
+
   /**
    * The **ms** left of the policy's block in force, if any (see `penalty.ts`): set aside,
    * and deleted by a request that spends, under an exemption or override; started again by
@@ -173,7 +188,7 @@ export class MemoryStore implements RateLimitStore {
   }
 
   deleteByPrefix(keyPrefix: string): Promise<number> {
-    let deleted = 0;
+    let deleted = this.leases.deleteByPrefix(keyPrefix);
     for (const key of this.entries.keys()) {
       if (key.startsWith(keyPrefix) && this.entries.delete(key)) deleted++;
     }
@@ -193,6 +208,9 @@ export class MemoryStore implements RateLimitStore {
       const state =
         tag === 'tb' || tag === 'gcra' ? [entry.state[0]! - nowMs, entry.state[1]!] : entry.state;
       keys.push({ key, ttlMs: entry.expiresAt - nowMs, state });
+    }
+    for (const { key, expiries } of this.leases.inspect(keyPrefix, nowMs)) {
+      keys.push({ key, ttlMs: expiries.at(-1)! - nowMs, state: expiries });
     }
     for (const [key, control] of this.controls) {
       if (!key.startsWith(keyPrefix) || control.expiresAt <= nowMs) continue;
@@ -276,6 +294,7 @@ export class MemoryStore implements RateLimitStore {
     for (const [key, control] of this.controls) {
       if (control.expiresAt <= now) this.controls.delete(key);
     }
+    this.leases.sweep(now);
     return dropped;
   }
 
@@ -283,6 +302,7 @@ export class MemoryStore implements RateLimitStore {
     if (this.timer) clearInterval(this.timer);
     this.entries.clear();
     this.controls.clear();
+    this.leases.clear();
     return Promise.resolve();
   }
 

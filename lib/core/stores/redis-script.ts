@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { fixedWindow } from '../algorithms/fixed-window.js';
 import { slidingWindow } from '../algorithms/sliding-window.js';
+import { LEASE_LUA } from './redis-lease-script.js';
 
 /** Values per policy in ARGV, after ARGV[1] (the mode). */
 export const ARGS_PER_POLICY = 5;
@@ -19,6 +20,9 @@ export const ARGS_PER_POLICY = 5;
  * penalty.ts) gives its code as `<code>b<blockMs>`, or `<code>B<blockMs>` to restart the
  * block on a refusal during it; its block is the key `<KEYS[i]>:b` (same slot), read with
  * PTTL (on a test clock: GET, the value being the end in ms) only for such policies.
+ * A concurrency limit gives its code as `5:<leaseId>` (limit = slots, periodMs = leaseMs):
+ * its KEYS[i] is a sorted set of leases (see redis-lease-script.ts), taken only on commit
+ * once every policy admits; overrides do not apply to it, an exemption takes no slot.
  *
  * Reply: each policy's state as it stood before this request, from which RedisStore
  * computes the reported numbers with the TypeScript reference, so the script does no
@@ -26,6 +30,7 @@ export const ARGS_PER_POLICY = 5;
  * - token bucket and GCRA: the debt, in ticks of 1/L ms (an integer; with one such policy
  *   alone, the reply is that integer rather than an array);
  * - window algorithms: the stored value (or nil) and `now` in ms;
+ * - concurrency limits: the leases held and the ms until the last one expires;
  * - then, only when a control hash applied to some policy, one string per policy: `x` when
  *   the identity is exempt (nothing spent, admitted), `L:P:C` for the limit, periodMs and
  *   capacity of an override in force, or '' for none. An override field of the hash is
@@ -47,6 +52,8 @@ export const ARGS_PER_POLICY = 5;
  */
 export const CONSUME_SCRIPT = `
 local floor, ceil = math.floor, math.ceil
+${LEASE_LUA.trim()}
+local takes, tn = nil, 0
 local m = ARGV[1]
 local commit, clock = m == 'c', nil
 if not commit and m ~= 'd' then
@@ -66,7 +73,11 @@ for i = 1, n do
   local j, key = i * 5 - 3, KEYS[i]
   local code, L, P, C, cost = tonumber(ARGV[j]), tonumber(ARGV[j + 1]), tonumber(ARGV[j + 2]), tonumber(ARGV[j + 3]), tonumber(ARGV[j + 4])
   local v, ttl, keep, ou
-  local blk, ext, lifted, denies
+  local blk, ext, lifted, denies, lease
+  if not code then
+    lease = string.match(ARGV[j], '^5:(.+)$')
+    if lease then code = 5 end
+  end
   if not code then
     -- A policy with a penalty: '<code>b<blockMs>', or 'B' when a refusal during the block
     -- starts it again. A policy without one costs no more than this failed tonumber.
@@ -99,7 +110,7 @@ for i = 1, n do
       local e = f.exempt and string.match(f.exempt, '^%d+$') and tonumber(f.exempt)
       if e and e > now and e <= 9007199254740991 then
         cost, effect = 0, 'x'
-      else
+      elseif code ~= 5 then
         local b = string.find(key, '}', 1, true)
         local s1 = string.find(key, ':', b + 2, true)
         local s2 = string.find(key, ':', s1 + 1, true)
@@ -131,7 +142,21 @@ for i = 1, n do
       lifted = effect ~= ''
     end
   end
-  if code > 2 then
+  if code == 5 then
+    if not now then
+      local tm = redis.call('TIME')
+      now = tm[1] * 1000 + floor(tm[2] / 1000)
+    end
+    local held, last = lease_read(key, now)
+    out[r + 1], out[r + 2] = held, last > now and last - now or 0
+    r = r + 2
+    if held + cost > L then ok, denies = false, true
+    elseif cost > 0 and commit then
+      takes = takes or {}
+      takes[tn + 1], takes[tn + 2], takes[tn + 3], takes[tn + 4] = key, lease, P, last
+      tn = tn + 4
+    end
+  elseif code > 2 then
     local debt, tau = 0, C * P
     -- The debt goes in the value, as "<expiryMs>:<credit>", when the key's expiry cannot hold
     -- it: on a test clock, and under an override, whose state expires with the override.
@@ -231,6 +256,9 @@ if ok and writes then
     if writes[k + 3] then redis.call('PEXPIRE', writes[k], writes[k + 2])
     else redis.call('SET', writes[k], writes[k + 1], 'PX', writes[k + 2]) end
   end
+end
+if ok and takes then
+  for k = 1, tn, 4 do lease_take(takes[k], now, takes[k + 1], takes[k + 2], takes[k + 3]) end
 end
 if effects then
   for i = 1, n do out[r + i] = effects[i] or '' end

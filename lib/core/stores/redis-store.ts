@@ -3,6 +3,8 @@ import { ALGORITHM_IMPLS, decideAll, type State } from '../algorithms/index.js';
 import { blockedOutcome, startsBlock } from '../penalty.js';
 import { markOf, owedTicks, type StoreRefund } from '../refund.js';
 import { REFUND_SCRIPT, REFUND_SHA } from './redis-refund-script.js';
+import { RELEASE_SCRIPT, RELEASE_SHA } from './redis-lease-script.js';
+import type { Lease } from '../concurrency.js';
 import { decodeInts } from '../algorithms/types.js';
 import { algorithmTagOf, baseKeyOf, isControlKey } from '../keys.js';
 import { CONTROL_SCRIPT, CONTROL_SHA, INSPECT_SCRIPT, INSPECT_SHA } from './redis-admin-scripts.js';
@@ -104,7 +106,11 @@ export class RedisStore implements RateLimitStore {
     for (const p of policies) {
       const code = ALGORITHM_IMPLS[p.algorithm].code;
       args.push(
-        p.blockMs === undefined ? code : `${code}${p.extendBlock ? 'B' : 'b'}${p.blockMs}`,
+        p.lease !== undefined
+          ? `${code}:${p.lease}`
+          : p.blockMs === undefined
+            ? code
+            : `${code}${p.extendBlock ? 'B' : 'b'}${p.blockMs}`,
         p.limit,
         p.periodMs,
         p.capacity,
@@ -121,6 +127,11 @@ export class RedisStore implements RateLimitStore {
     let r = 0;
     const evaluations = policies.map((policy) => {
       const impl = ALGORITHM_IMPLS[policy.algorithm];
+      if (policy.algorithm === 'concurrency') {
+        // Leases held, and ms until the last expires: read at time 0 (see concurrency.ts).
+        const state: State = [values[r++] as number, values[r++] as number];
+        return { impl, params: policy, now: 0, state, debt: undefined };
+      }
       if (!impl.decode) {
         // A debt in ticks, as a GCRA state read at time 0.
         const debt = values[r++] as number;
@@ -190,6 +201,17 @@ export class RedisStore implements RateLimitStore {
       given += (await this.evalScript(REFUND_SCRIPT, REFUND_SHA, keys, args)) as number;
     }
     return given;
+  }
+
+  /** One script call per identity (hash tag); see RELEASE_SCRIPT. */
+  async release(leases: readonly Lease[]): Promise<number> {
+    let freed = 0;
+    for (const group of groupByHashTag(leases)) {
+      const keys = group.map((i) => leases[i]!.key);
+      const ids = group.map((i) => leases[i]!.id);
+      freed += (await this.evalScript(RELEASE_SCRIPT, RELEASE_SHA, keys, ids)) as number;
+    }
+    return freed;
   }
 
   async deleteByPrefix(keyPrefix: string): Promise<number> {

@@ -1,4 +1,5 @@
-import type { Algorithm } from '../policy.js';
+import type { PolicyAlgorithm } from '../policy.js';
+import type { Lease } from '../concurrency.js';
 import type { StoreRefund } from '../refund.js';
 
 /**
@@ -8,7 +9,8 @@ import type { StoreRefund } from '../refund.js';
 export interface StorePolicy {
   /** The Redis key holding this policy's state. */
   readonly key: string;
-  readonly algorithm: Algorithm;
+  /** For `'concurrency'`: `limit` slots, leases of `periodMs`, and `lease` set. */
+  readonly algorithm: PolicyAlgorithm;
   /** Units admitted per period: an integer >= 1. */
   readonly limit: number;
   /** Period in **milliseconds**: an integer >= 1. */
@@ -23,6 +25,11 @@ export interface StorePolicy {
   readonly extendBlock?: true;
   /** The caller may refund this spending (`RateLimiter.spend`): report its `mark`. */
   readonly refundable?: true;
+  /**
+   * A concurrency limit's lease id (see `concurrency.ts`): the slot this request takes, under
+   * `key`, when every policy admits it and its cost is 1 (0 peeks).
+   */
+  readonly lease?: string;
 }
 
 /** One policy's verdict. Durations in **milliseconds**, integers >= 0. */
@@ -86,6 +93,13 @@ export interface RateLimitStore {
    * @returns how many policies got something back
    */
   refund?(refunds: readonly StoreRefund[]): Promise<number>;
+  /**
+   * Gives back the slots of concurrency limits (see `concurrency.ts`), one atomic call per
+   * identity; a lease already given back, or expired, is skipped. Optional for third-party
+   * stores: concurrency policies need it.
+   * @returns how many slots were freed
+   */
+  release?(leases: readonly Lease[]): Promise<number>;
   /** Releases what the store itself created (timers, its own connections). */
   close?(): Promise<void>;
 }

@@ -1,0 +1,45 @@
+import { createHash } from 'node:crypto';
+
+/**
+ * The Lua of concurrency limits (see `concurrency.ts`), in two parts: {@link LEASE_LUA}, which
+ * CONSUME_SCRIPT runs for a policy whose code is `5:<leaseId>`, beside the rate policies of the
+ * same request (all-or-nothing, one call), and {@link RELEASE_SCRIPT}.
+ *
+ * The leases of a policy are a sorted set: member = lease id, score = its expiry in ms on the
+ * store's clock (the Redis server's; a test clock's in tests). The set expires with its
+ * longest lease.
+ */
+
+/**
+ * `lease_read(key, now)`: prunes the expired leases (score <= now) and returns how many are
+ * held and the latest expiry (0 when none). The prune writes even when the request is
+ * refused: what it deletes was no longer state.
+ * `lease_take(key, now, id, P, last)`: adds the lease `id` expiring at `now + P`, and keeps the
+ * set alive until its longest lease ends.
+ */
+export const LEASE_LUA = `
+local function lease_read(key, now)
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
+  local held = redis.call('ZCARD', key)
+  if held == 0 then return 0, 0 end
+  return held, tonumber(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2])
+end
+local function lease_take(key, now, id, P, last)
+  redis.call('ZADD', key, now + P, id)
+  redis.call('PEXPIRE', key, math.max(P, last - now))
+end
+`;
+
+/**
+ * Gives back slots: KEYS[i] a lease set, ARGV[i] the lease id to remove from it (all keys of
+ * one identity, so one hash slot). Returns how many were held (a lease released twice, or
+ * expired, counts 0).
+ */
+export const RELEASE_SCRIPT = `
+local n = 0
+for i = 1, #KEYS do n = n + redis.call('ZREM', KEYS[i], ARGV[i]) end
+return n
+`;
+
+/** SHA-1 of {@link RELEASE_SCRIPT}, as EVALSHA wants it. */
+export const RELEASE_SHA = createHash('sha1').update(RELEASE_SCRIPT).digest('hex');
