@@ -7,8 +7,10 @@ export {
   type DenyReason,
   type Policy,
   type PolicyDecision,
+  type PolicyAlgorithm,
   type PolicyInput,
 } from './core/policy.js';
+export { DEFAULT_LEASE_MS, type Lease } from './core/concurrency.js';
 export {
   RateLimitBackendError,
   RateLimitConfigError,
@@ -78,8 +80,10 @@ export {
 // The Nest module.
 export {
   byTier,
+  ConcurrencyLimit,
   RateLimit,
   SkipRateLimit,
+  type ConcurrencyLimitOptions,
   type CostFn,
   type RateFn,
   type RateLimitOptions,
@@ -118,6 +122,7 @@ export type {
 } from './nest/options.js';
 export { RateLimitGuard } from './nest/rate-limit.guard.js';
 export { RateLimitInterceptor } from './nest/rate-limit.interceptor.js';
+export { RateLimitSettleInterceptor } from './nest/settle.interceptor.js';
 export { RateLimitModule } from './nest/rate-limit.module.js';
 export {
   RateLimitService,

@@ -86,7 +86,11 @@ export function concurrencyOf(
 ): { limit: number; leaseMs: number } {
   const { concurrent, leaseMs = DEFAULT_LEASE_MS } = input;
   const fail = (message: string) =>
-    new RateLimitConfigError('ERR_RATE_LIMIT_CONCURRENCY', `${message} in policy ${quote(name)}`, where);
+    new RateLimitConfigError(
+      'ERR_RATE_LIMIT_CONCURRENCY',
+      `${message} in policy ${quote(name)}`,
+      where,
+    );
   if (typeof concurrent !== 'number' || !Number.isSafeInteger(concurrent) || concurrent < 1) {
     throw fail(`invalid concurrent ${quote(concurrent)}: expected an integer >= 1`);
   }

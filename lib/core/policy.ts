@@ -250,7 +250,10 @@ export function toPolicy(value: Policy | PolicyInput, where?: string): Policy {
   const p = value as Partial<Policy> & Partial<PolicyInput>;
   if (p !== null && typeof p === 'object' && p.rate === undefined && p.capacity !== undefined) {
     if (p.leaseMs !== undefined) {
-      return resolvePolicy({ name: p.name, concurrent: p.limit, leaseMs: p.leaseMs, scope: p.scope }, where);
+      return resolvePolicy(
+        { name: p.name, concurrent: p.limit, leaseMs: p.leaseMs, scope: p.scope },
+        where,
+      );
     }
     const windowed = p.algorithm === 'fixed-window' || p.algorithm === 'sliding-window';
     return resolvePolicy(

@@ -4,6 +4,11 @@ import type { PolicyDecision } from '../core/policy.js';
 export interface HeaderPolicy extends PolicyDecision {
   /** The policy's period in **ms**; sent as `w` in whole seconds. */
   readonly periodMs: number;
+  /**
+   * The draft's quota unit, when not requests per window: `concurrent-requests` for a
+   * concurrency limit (sent as `qu`, without `w`: it has no window).
+   */
+  readonly quotaUnit?: 'concurrent-requests';
 }
 
 /** Which headers to send (DESIGN §7). */
@@ -79,7 +84,13 @@ export function draft10Headers(
   for (const p of policies) {
     const sep = policy === '' ? '' : ', ';
     // `w` is whole seconds: a period that is not (`10/500ms`) goes without it rather than misstate it.
-    policy += `${sep}"${p.name}";q=${p.limit}${p.periodMs % 1000 === 0 ? `;w=${p.periodMs / 1000}` : ''}`;
+    const window =
+      p.quotaUnit !== undefined
+        ? `;qu="${p.quotaUnit}"`
+        : p.periodMs % 1000 === 0
+          ? `;w=${p.periodMs / 1000}`
+          : '';
+    policy += `${sep}"${p.name}";q=${p.limit}${window}`;
     limit += `${sep}"${p.name}";r=${shownRemaining(p)};t=${shownResetS(p)}`;
   }
   if (policy === '') return out;

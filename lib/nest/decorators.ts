@@ -1,10 +1,11 @@
-import type { ExecutionContext } from '@nestjs/common';
+import { UseInterceptors, type ExecutionContext } from '@nestjs/common';
 import { quote, RateLimitConfigError } from '../core/errors.js';
 import { definePolicy } from '../core/limiter.js';
 import { checkCost, type Algorithm, type Policy } from '../core/policy.js';
 import { parseRate, type RateInput } from '../core/rate.js';
 import type { KeyFn } from './keys.js';
 import type { StoreFailureMode } from './options.js';
+import { RateLimitSettleInterceptor } from './settle.interceptor.js';
 import { RATE_LIMIT_METADATA, SKIP_RATE_LIMIT_METADATA } from './tokens.js';
 
 /**
@@ -104,19 +105,85 @@ export function RateLimit(
 ): ClassDecorator & MethodDecorator {
   return (target: object, propertyKey?: string | symbol, descriptor?: PropertyDescriptor) => {
     const where = placeOf(target, propertyKey);
-    const declared = declare(rate, options, where);
-    const holder = descriptor?.value ?? target;
-    const existing: DeclaredPolicy[] = Reflect.getOwnMetadata(RATE_LIMIT_METADATA, holder) ?? [];
-    if (existing.some((d) => d.name === declared.name)) {
-      throw new RateLimitConfigError(
-        'ERR_RATE_LIMIT_DUPLICATE_POLICY',
-        `two @RateLimit named "${declared.name}": give stacked policies distinct names`,
-        where,
-      );
-    }
-    // Decorators apply bottom-up: prepending keeps the order they are written in.
-    Reflect.defineMetadata(RATE_LIMIT_METADATA, [declared, ...existing], holder);
+    addPolicy(target, declare(rate, options, where), where, propertyKey, descriptor);
   };
+}
+
+/** Options of {@link ConcurrencyLimit}: those of {@link RateLimit} that apply to it. */
+export interface ConcurrencyLimitOptions extends Pick<
+  RateLimitOptions,
+  'scope' | 'key' | 'failClosed' | 'onStoreFailure' | 'shadow' | 'headers' | 'exposeDetails'
+> {
+  /** Names the policy (stacks with `@RateLimit` policies by name). Default `'concurrent'`. */
+  name?: string;
+  /**
+   * How long, in **ms**, a slot stays taken when its request never gives it back (its
+   * process died). Default 30,000: make it longer than the route's slowest request.
+   */
+  leaseMs?: number;
+}
+
+/**
+ * Caps the requests of one identity in flight on a controller or handler: `concurrent`
+ * slots, taken when a request is admitted and given back when it ends (HTTP: response sent,
+ * failed, or connection closed; other transports: the handler's result settles), or after
+ * `leaseMs` when its process died. Stacks with `@RateLimit`, all-or-nothing in one store
+ * call; a refusal is a 429 with `Retry-After: 1` and `qu="concurrent-requests"` in
+ * `RateLimit-Policy`. `@SkipRateLimit()` exempts from it too. `onStoreFailure: 'local'`
+ * acts as `'open'` here.
+ *
+ * @param concurrent slots: an integer >= 1
+ * @throws {RateLimitConfigError} when the class is defined, for a bad `concurrent`,
+ *   `leaseMs`, name, scope or option, naming `Controller.handler`
+ */
+export function ConcurrencyLimit(
+  concurrent: number,
+  options: ConcurrencyLimitOptions = {},
+): ClassDecorator & MethodDecorator {
+  return (target: object, propertyKey?: string | symbol, descriptor?: PropertyDescriptor) => {
+    const where = placeOf(target, propertyKey);
+    const { leaseMs, name = 'concurrent', ...shared } = options ?? {};
+    // The options shared with @RateLimit are checked as @RateLimit checks them.
+    const { options: checked } = declare({ limit: 1, periodMs: 1 }, { ...shared, name }, where);
+    const scope = checked.scope === ROUTE_SCOPE ? undefined : checked.scope;
+    const policy = definePolicy({ name, concurrent, leaseMs, scope }, where);
+    addPolicy(target, { name, policy, options: checked, where }, where, propertyKey, descriptor);
+  };
+}
+
+/** Interceptors metadata of `@UseInterceptors` (`INTERCEPTORS_METADATA` in `@nestjs/common`). */
+const INTERCEPTORS_METADATA = '__interceptors__';
+
+/** Adds a declared policy to a class or handler, and the interceptor it needs. */
+function addPolicy(
+  target: object,
+  declared: DeclaredPolicy,
+  where: string,
+  propertyKey?: string | symbol,
+  descriptor?: PropertyDescriptor,
+): void {
+  const holder = descriptor?.value ?? target;
+  const existing: DeclaredPolicy[] = Reflect.getOwnMetadata(RATE_LIMIT_METADATA, holder) ?? [];
+  if (existing.some((d) => d.name === declared.name)) {
+    throw new RateLimitConfigError(
+      'ERR_RATE_LIMIT_DUPLICATE_POLICY',
+      `two @RateLimit named "${declared.name}": give stacked policies distinct names`,
+      where,
+    );
+  }
+  // Decorators apply bottom-up: prepending keeps the order they are written in.
+  Reflect.defineMetadata(RATE_LIMIT_METADATA, [declared, ...existing], holder);
+  // Slots and outcomes end with the handler's result where no response tells (GraphQL,
+  // WebSocket, RPC): only these handlers get the interceptor that watches it.
+  const concurrent = declared.policy?.algorithm === 'concurrency';
+  const interceptors = (Reflect.getOwnMetadata(INTERCEPTORS_METADATA, holder) ?? []) as unknown[];
+  if (
+    (concurrent || declared.options.count) &&
+    !interceptors.includes(RateLimitSettleInterceptor)
+  ) {
+    if (descriptor) UseInterceptors(RateLimitSettleInterceptor)(target, propertyKey!, descriptor);
+    else UseInterceptors(RateLimitSettleInterceptor)(target as () => void);
+  }
 }
 
 /**

@@ -42,6 +42,12 @@ export interface RequestOutcome {
    * the response's status says should not have counted. Called once the response is sent.
    */
   readonly settle?: (status: number) => void;
+  /**
+   * Under concurrency limits, when slots were taken: gives them back (once, however often
+   * called). Called when the request ends: its response is sent, it fails, or its
+   * connection closes (HTTP), or its handler's result settles (other transports).
+   */
+  readonly release?: () => void;
 }
 
 /** Admitted without a decision: no policy, skipped, or failed open. */
@@ -116,6 +122,9 @@ export class Outcomes {
           resetMs: p.resetMs,
           retryAfterMs: p.retryAfterMs,
           periodMs: p.override?.periodMs ?? (entry.policy as Policy).periodMs,
+          ...((entry.policy as Policy).algorithm === 'concurrency' && {
+            quotaUnit: 'concurrent-requests' as const,
+          }),
         });
     });
     const headers = this.headers(shown);
@@ -150,6 +159,14 @@ export class Outcomes {
    * route's guards): the second's verdict and refusal, with headers over the policies of both.
    */
   combine(first: RequestOutcome, second: RequestOutcome): RequestOutcome {
+    const combined = this.combineHeaders(first, second);
+    // The slots of both decisions end with the request (the second's are registered apart).
+    return first.release && combined.release !== first.release
+      ? { ...combined, release: first.release }
+      : combined;
+  }
+
+  private combineHeaders(first: RequestOutcome, second: RequestOutcome): RequestOutcome {
     if (!first.shown?.length) return second;
     if (!second.shown?.length) return second.allowed ? first : second;
     const shown = [...first.shown, ...second.shown];

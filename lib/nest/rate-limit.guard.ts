@@ -70,6 +70,8 @@ export class RateLimitGuard implements CanActivate {
     const outcome = await deciding;
     storeOutcome(carrier, outcome);
     if (outcome === SKIPPED) return true;
+    // Before `send`, which throws a refusal: slots taken before a later refusal still end.
+    if (outcome.release) transport.onDone?.(ctx, outcome.release);
     this.send(ctx, transport, outcome);
     if (outcome.settle) transport.onSent?.(ctx, outcome.settle);
     return true;
@@ -119,6 +121,7 @@ export class RateLimitGuard implements CanActivate {
     }
     const outcome = this.runtime.combine(first, second);
     if (outcome.allowed && second.settle) transport.onSent?.(ctx, second.settle);
+    if (second.release) transport.onDone?.(ctx, second.release);
     storeOutcome(carrier, outcome);
     this.send(ctx, transport, outcome);
     return true;

@@ -134,7 +134,8 @@ export class RouteTable {
               ...routeOfRules(name, late),
               unauthenticated: routeOfRules(
                 name,
-                late.filter((r) => !r.shadow).map(unauthenticatedRule),
+                // A slot is per request in flight: nothing to hold for refused ones.
+                late.filter((r) => !r.shadow && !isConcurrency(r.policy)).map(unauthenticatedRule),
               ),
             },
           };
@@ -203,7 +204,7 @@ export class RouteTable {
     const { options } = declared;
     let policy = declared.policy;
     const algorithm = options.algorithm ?? this.options.algorithm;
-    if (algorithm !== undefined && options.algorithm === undefined) {
+    if (algorithm !== undefined && options.algorithm === undefined && !isConcurrency(policy)) {
       // The module's algorithm applies: check the policy again under it (a burst on a
       // window algorithm fails here, at bootstrap, not on every request).
       const rate = policy ?? { limit: 1, periodMs: 1 };
@@ -289,6 +290,10 @@ function classChain(controller: Target): Target[] {
     chain.unshift(c as Target);
   }
   return chain;
+}
+
+function isConcurrency(policy: Policy | undefined): boolean {
+  return policy?.algorithm === 'concurrency';
 }
 
 function knownId(scope: string, name: string, algorithm: PolicyAlgorithm): string {

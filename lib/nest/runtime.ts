@@ -1,6 +1,7 @@
 import type { ExecutionContext } from '@nestjs/common';
 import { performance } from 'node:perf_hooks';
 import { RateLimitBackendError } from '../core/errors.js';
+import type { Lease } from '../core/concurrency.js';
 import type { RateLimiter, Spending } from '../core/limiter.js';
 import type { Algorithm, Decision, Policy } from '../core/policy.js';
 import { AllowList } from '../http/allow-list.js';
@@ -195,6 +196,26 @@ export class RateLimitRuntime {
     };
   }
 
+  /**
+   * Gives back the slots a request took under concurrency limits, once (the transport may
+   * report the request's end more than once: response finished, then connection closed).
+   */
+  private releaser(route: Route, leases: readonly Lease[]): () => void {
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      this.limiter.release(leases).catch((error: unknown) => {
+        // The slots then expire with their lease.
+        this.events.throttled(
+          RATE_LIMIT_EVENTS.backendError,
+          error instanceof RateLimitBackendError ? error.kind : 'error',
+          { route: route.name, message: messageOf(error) },
+        );
+      });
+    };
+  }
+
   /** {@link RateLimitRuntime.evaluate}, filling `trace` when the request is observed. */
   private async decide(
     ctx: ExecutionContext,
@@ -234,6 +255,8 @@ export class RateLimitRuntime {
         }
         outcome = this.outcomes.decided(decision, enforcing, route.name);
         if (settle && outcome.allowed) outcome = { ...outcome, settle };
+        if (decision.leases)
+          outcome = { ...outcome, release: this.releaser(route, decision.leases) };
       } catch (error) {
         const kind = error instanceof RateLimitBackendError ? error.kind : 'error';
         if (trace) {
@@ -245,7 +268,10 @@ export class RateLimitRuntime {
           route: route.name,
           message: messageOf(error),
         });
-        const local = enforcing.filter((e) => e.rule.onStoreFailure === 'local');
+        // Concurrency limits have no insurance: a local slot could not be given back.
+        const local = enforcing.filter(
+          (e) => e.rule.onStoreFailure === 'local' && e.rule.policy?.algorithm !== 'concurrency',
+        );
         // Fail-closed wins (503); else the insurance limits decide, the fail-open rest admit.
         if (local.length === 0 || route.enforced.some((r) => r.failClosed)) {
           return this.outcomes.failure(route.enforced);
@@ -258,7 +284,21 @@ export class RateLimitRuntime {
     // own, so a would-be denial never blocks the request.
     if (outcome.allowed && route.shadowed.length > 0) {
       const { entries } = await this.policies.entriesOf(ctx, route, route.shadowed, identities);
-      await countShadow(this.limiter, this.events, entries, route.name, trace);
+      const leases = await countShadow(this.limiter, this.events, entries, route.name, trace);
+      if (leases) {
+        // Shadow slots are held like enforced ones, so the would-be refusals are real ones.
+        const release = this.releaser(route, leases);
+        const enforced = outcome.release;
+        outcome = {
+          ...outcome,
+          release: enforced
+            ? () => {
+                enforced();
+                release();
+              }
+            : release,
+        };
+      }
     }
     return outcome;
   }

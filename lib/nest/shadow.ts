@@ -1,5 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import { RateLimitBackendError } from '../core/errors.js';
+import type { Lease } from '../core/concurrency.js';
 import type { RateLimiter } from '../core/limiter.js';
 import { hashIdentity, messageOf, RATE_LIMIT_EVENTS, type RateLimitEvents } from './events.js';
 import type { Trace } from './observer.js';
@@ -9,6 +10,7 @@ import type { Entry } from './policies.js';
  * Counts shadow policies in a call of their own and logs would-be denials as
  * `rate_limit.shadow_blocked` (throttled per route and identity); never refuses, never throws (a store failure is logged as
  * `rate_limit.backend_error`, with `shadow: true`).
+ * @returns the slots shadow concurrency limits took, to give back when the request ends
  */
 export async function countShadow(
   limiter: RateLimiter,
@@ -16,8 +18,8 @@ export async function countShadow(
   shadowed: Entry[],
   route: string,
   trace: Trace | undefined,
-): Promise<void> {
-  if (shadowed.length === 0) return;
+): Promise<readonly Lease[] | undefined> {
+  if (shadowed.length === 0) return undefined;
   const entries = shadowed.map((e) => e.entry);
   if (trace) trace.shadowEntries = entries;
   const started = trace ? performance.now() : 0;
@@ -39,6 +41,7 @@ export async function countShadow(
         retryAfterMs: p.retryAfterMs,
       }));
     });
+    return decision.leases;
   } catch (error) {
     const kind = error instanceof RateLimitBackendError ? error.kind : 'error';
     if (trace) {
@@ -50,5 +53,6 @@ export async function countShadow(
       shadow: true,
       message: messageOf(error),
     });
+    return undefined;
   }
 }

@@ -121,7 +121,8 @@ export class MemoryStore implements RateLimitStore {
       const until = effects[i]!.untilMs ?? Infinity;
       const lease = policies[i]!.lease;
       if (o.state && lease !== undefined) this.leases.take(policies[i]!.key, lease, now + o.ttlMs!);
-      else if (o.state) this.write(effects[i]!.params.key, o.state, Math.min(now + o.ttlMs!, until));
+      else if (o.state)
+        this.write(effects[i]!.params.key, o.state, Math.min(now + o.ttlMs!, until));
     });
     return Promise.resolve(
       outcomes.map((o, i): StoreOutcome => {

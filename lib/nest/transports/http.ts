@@ -12,7 +12,17 @@ type HeaderSink = {
 };
 
 /** The Node response, as far as its end goes. */
-type NodeResponse = { once?: (event: 'finish', listener: () => void) => void; statusCode: number };
+type NodeResponse = {
+  once?: (event: 'finish' | 'close', listener: () => void) => void;
+  statusCode: number;
+};
+
+/** Express's response is the Node one; Fastify's reply holds it as `raw`. */
+function nodeResponseOf(ctx: ExecutionContext): NodeResponse | undefined {
+  const response = ctx.getArgByIndex<({ raw?: NodeResponse } & NodeResponse) | undefined>(1);
+  const node = response?.raw ?? response;
+  return typeof node?.once === 'function' ? node : undefined;
+}
 
 // `getArgByIndex` is what `switchToHttp().getRequest()` reads, without the three closures
 // `switchToHttp` allocates on every call.
@@ -56,12 +66,13 @@ export const httpTransport: Transport = {
     throw new HttpException(body, status);
   },
   onSent(ctx, done) {
-    // Express's response is the Node one; Fastify's reply holds it as `raw`.
-    const response = ctx.getArgByIndex<{ raw?: NodeResponse } & NodeResponse>(1);
-    const node = response?.raw ?? response;
-    if (typeof node?.once !== 'function') return;
+    const node = nodeResponseOf(ctx);
     // 'finish' fires once the response is handed to the OS in full; a dropped connection
     // ('close' alone) keeps the spending.
-    node.once('finish', () => done(node.statusCode));
+    node?.once!('finish', () => done(node.statusCode));
+  },
+  onDone(ctx, done) {
+    // 'close' fires after 'finish', and also when the connection drops first: every end.
+    nodeResponseOf(ctx)?.once!('close', done);
   },
 };

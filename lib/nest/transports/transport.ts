@@ -75,4 +75,12 @@ export interface Transport {
    * what they spent there.
    */
   onSent?(ctx: ExecutionContext, done: (status: number) => void): void;
+
+  /**
+   * Calls `done` once the call has ended, however it ends: response sent, failed, or the
+   * connection closed (the handler may still be running then). What gives back the slots of
+   * concurrency limits. Transports without it (the handler-bound ones: GraphQL, WebSocket,
+   * RPC) give them back when the handler's result settles (`RateLimitInterceptor`).
+   */
+  onDone?(ctx: ExecutionContext, done: () => void): void;
 }

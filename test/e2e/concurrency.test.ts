@@ -1,0 +1,164 @@
+/**
+ * Concurrency limits over HTTP (issue 15): `@ConcurrencyLimit` on Express and Fastify, Redis
+ * and memory. Handlers wait on gates the test opens, so "in flight" is a state the test
+ * holds, not a timing; slots come back after the response, so the tests wait for that.
+ */
+import 'reflect-metadata';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
+import { BadRequestException, Controller, Get } from '@nestjs/common';
+import { get } from 'node:http';
+import {
+  ConcurrencyLimit,
+  keys,
+  RateLimit,
+  RateLimitService,
+  SkipRateLimit,
+  type PolicyInput,
+} from '../../lib/index.js';
+import { createApp, PLATFORMS, pollUntil, type AppHandle } from './support/app.js';
+
+/** Requests inside the handlers, and the gate each waits on. */
+const inside = { count: 0, gates: [] as (() => void)[] };
+const gate = async () => {
+  inside.count++;
+  await new Promise<void>((resolve) => inside.gates.push(resolve));
+  inside.count--;
+};
+const openGates = () => inside.gates.splice(0).forEach((open) => open());
+
+@Controller('slots')
+class SlotsController {
+  @Get('held')
+  @ConcurrencyLimit(2, { key: keys.ip })
+  async held() {
+    await gate();
+    return 'done';
+  }
+
+  @Get('throws')
+  @ConcurrencyLimit(1, { key: keys.ip })
+  throws() {
+    throw new BadRequestException('no');
+  }
+
+  @Get('stacked')
+  @ConcurrencyLimit(1, { key: keys.ip })
+  @RateLimit('2/m', { name: 'rate', key: keys.ip })
+  async stacked() {
+    await gate();
+    return 'done';
+  }
+}
+
+@Controller('class')
+@ConcurrencyLimit(1, { key: keys.ip })
+class ClassLimitedController {
+  @Get('limited')
+  async limited() {
+    await gate();
+    return 'done';
+  }
+
+  @Get('skipped')
+  @SkipRateLimit()
+  async skipped() {
+    await gate();
+    return 'done';
+  }
+}
+
+const IP = 'ip:127.0.0.1';
+const slotsOf = (route: string, concurrent: number): PolicyInput => ({
+  name: 'concurrent',
+  concurrent,
+  scope: `SlotsController.${route}`,
+});
+
+describe.each(PLATFORMS)('concurrency limits on %s', (platform) => {
+  describe.each(['redis', 'memory'] as const)('on %s', (store) => {
+    let h: AppHandle;
+    let service: RateLimitService;
+    beforeAll(async () => {
+      h = await createApp(platform, store === 'memory' ? { store: 'memory' } : {}, [
+        SlotsController,
+        ClassLimitedController,
+      ]);
+      service = h.app.get(RateLimitService);
+    });
+    afterEach(async () => {
+      openGates();
+      await pollUntil(() => Promise.resolve(inside.count === 0), 2000);
+      await service.reset(IP);
+    });
+    afterAll(() => h.close());
+
+    const free = async (policy: PolicyInput) =>
+      (await service.peek(IP, [policy])).policies[0]!.remaining;
+    const freeAgain = (policy: PolicyInput, expected: number) =>
+      pollUntil(async () => (await free(policy)) === expected, 2000);
+    const entered = (n: number) => pollUntil(() => Promise.resolve(inside.count === n), 2000);
+
+    it('with 2 requests in flight the 3rd is a 429 with Retry-After: 1 and qu="concurrent-requests"; the slots come back after the responses', async () => {
+      const first = [h.get('/slots/held'), h.get('/slots/held')];
+      expect(await entered(2)).toBe(true);
+      const third = await h.get('/slots/held');
+      expect(third.status).toBe(429);
+      expect(third.headers.get('retry-after')).toBe('1');
+      expect(third.headers.get('ratelimit-policy')).toBe(
+        '"concurrent";q=2;qu="concurrent-requests"',
+      );
+      expect(third.headers.get('ratelimit')).toBe('"concurrent";r=0;t=1');
+      expect(await free(slotsOf('held', 2))).toBe(0);
+      openGates();
+      expect((await Promise.all(first)).map((r) => r.status)).toEqual([200, 200]);
+      expect(await freeAgain(slotsOf('held', 2), 2)).toBe(true);
+      const again = h.get('/slots/held');
+      expect(await entered(1)).toBe(true);
+      openGates();
+      expect((await again).status).toBe(200);
+    });
+
+    it('a slot comes back after the handler throws', async () => {
+      expect((await h.get('/slots/throws')).status).toBe(400);
+      expect(await freeAgain(slotsOf('throws', 1), 1)).toBe(true);
+      expect((await h.get('/slots/throws')).status).toBe(400);
+    });
+
+    it('a slot comes back when the client aborts, while the handler still runs', async () => {
+      const request = get(`${h.url}/slots/held`, { agent: false });
+      request.on('error', () => undefined);
+      expect(await entered(1)).toBe(true);
+      expect(await free(slotsOf('held', 2))).toBe(1);
+      request.destroy();
+      expect(await freeAgain(slotsOf('held', 2), 2)).toBe(true);
+      // The handler has not returned: its gate is still closed.
+      expect(inside.count).toBe(1);
+    });
+
+    it('stacked with a rate, all-or-nothing: a request refused for lack of a slot spends no rate', async () => {
+      const rate: PolicyInput = { name: 'rate', rate: '2/m', scope: 'SlotsController.stacked' };
+      const first = h.get('/slots/stacked');
+      expect(await entered(1)).toBe(true);
+      const refused = await h.get('/slots/stacked');
+      expect(refused.status).toBe(429);
+      expect(refused.headers.get('retry-after')).toBe('1');
+      expect(refused.headers.get('ratelimit-policy')).toBe(
+        '"concurrent";q=1;qu="concurrent-requests", "rate";q=2;w=60',
+      );
+      expect((await service.peek(IP, [rate])).policies[0]!.remaining).toBe(1);
+      openGates();
+      expect((await first).status).toBe(200);
+    });
+
+    it("a controller's @ConcurrencyLimit applies to its handlers; @SkipRateLimit() exempts one", async () => {
+      const limited = h.get('/class/limited');
+      expect(await entered(1)).toBe(true);
+      expect((await h.get('/class/limited')).status).toBe(429);
+      const skipped = [h.get('/class/skipped'), h.get('/class/skipped')];
+      expect(await entered(3)).toBe(true);
+      openGates();
+      expect((await limited).status).toBe(200);
+      expect((await Promise.all(skipped)).map((r) => r.status)).toEqual([200, 200]);
+    });
+  });
+});
