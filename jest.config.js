@@ -21,6 +21,8 @@ const TIMING = [
   'test/failover/sentinel-failover.test.ts',
   'test/failover/cluster-failover.test.ts',
   'test/integration/server-clock.test.ts',
+  // Concurrency limits across 4 Nest processes, and leases on the Redis clock.
+  'test/integration/concurrency-limit.test.ts',
 ];
 const timingPass = process.env.NRL_TIMING === '1';
 
