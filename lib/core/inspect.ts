@@ -2,7 +2,8 @@ import { ALGORITHM_IMPLS } from './algorithms/index.js';
 import { applicableOverride, type OverrideEntry } from './control.js';
 import { baseKeyOf, isControlKey } from './keys.js';
 import { blockKeyOf } from './penalty.js';
-import { ALGORITHMS, type Algorithm } from './policy.js';
+import { ALGORITHMS, type PolicyAlgorithm } from './policy.js';
+import { CONCURRENCY_TAG } from './concurrency.js';
 import type { StoreSnapshot } from './stores/store.js';
 
 /**
@@ -21,7 +22,12 @@ export type InspectedState =
   /** Fixed window: units spent in the window, and when it closes. */
   | { readonly count: number; readonly windowEndMs: number }
   /** Sliding window: the window index (`floor(now / periodMs)`) and the counts of it and the one before. */
-  | { readonly windowIndex: number; readonly current: number; readonly previous: number };
+  | { readonly windowIndex: number; readonly current: number; readonly previous: number }
+  /**
+   * Concurrency limit: the slots held (requests in flight), and when each one's lease
+   * expires, in ms since the epoch, ascending (a slot not given back frees itself then).
+   */
+  | { readonly held: number; readonly leaseExpiriesMs: readonly number[] };
 
 /** One stored policy state of an identity, as `inspect` reports it. */
 export interface InspectedPolicy {
@@ -30,8 +36,9 @@ export interface InspectedPolicy {
   readonly scope: string;
   /** The policy name. */
   readonly policy: string;
-  readonly algorithm: Algorithm;
-  /** **ms** until the state is back to full (nothing spent). */
+  /** `'concurrency'` for a concurrency limit. */
+  readonly algorithm: PolicyAlgorithm;
+  /** **ms** until the state is back to full (nothing spent; for a concurrency limit, until its last lease expires). */
   readonly resetMs: number;
   readonly state: InspectedState;
   /** When the policy is known (or an override applies): units per period in force. */
@@ -42,6 +49,8 @@ export interface InspectedPolicy {
   readonly override?: Omit<OverrideEntry, 'scope' | 'policy' | 'reason'>;
   /** **ms** left of a penalty (`block`) in force for this policy, if any. */
   readonly blockedMs?: number;
+  /** When that penalty ends, in ms since the epoch on the store's clock. */
+  readonly blockedUntilMs?: number;
 }
 
 /** A policy the caller knows the rate of, to report `limit` and `remaining`. */
@@ -63,7 +72,7 @@ const BY_TAG = new Map(ALGORITHMS.map((a) => [ALGORITHM_IMPLS[a].tag, a]));
 export function describeSnapshot(
   snapshot: StoreSnapshot,
   identityPrefix: string,
-  known: (scope: string, name: string, algorithm: Algorithm) => KnownPolicy | undefined,
+  known: (scope: string, name: string, algorithm: PolicyAlgorithm) => KnownPolicy | undefined,
 ): InspectedPolicy[] {
   const { nowMs } = snapshot;
   const control = snapshot.keys.find((k) => isControlKey(k.key))?.fields ?? {};
@@ -77,6 +86,11 @@ export function describeSnapshot(
   for (const key of keys) {
     if (!key.startsWith(identityPrefix)) continue;
     const parts = key.slice(identityPrefix.length).split(':');
+    if (parts.length === 3 && parts[2] === CONCURRENCY_TAG) {
+      const slots = describeSlots(byKey.get(key)?.state, nowMs, parts, known);
+      if (slots) out.push({ key, ...slots });
+      continue;
+    }
     const algorithm = BY_TAG.get(parts[2] ?? '');
     if (parts.length !== 3 || algorithm === undefined) continue;
     const [scope, name] = parts as [string, string];
@@ -118,7 +132,7 @@ export function describeSnapshot(
       policy: name,
       algorithm,
       ...(override && { override }),
-      ...(blockedMs !== undefined && { blockedMs }),
+      ...(blockedMs !== undefined && { blockedMs, blockedUntilMs: end }),
     };
     if (!windowed) {
       const [ms, ticks] = state as [number, number];
@@ -163,4 +177,24 @@ export function describeSnapshot(
     });
   }
   return out.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+}
+
+/** A concurrency limit's entry (see `concurrency.ts`), or undefined when no slot is held. */
+function describeSlots(
+  expiries: readonly number[] | undefined,
+  nowMs: number,
+  [scope, name]: string[],
+  known: (scope: string, name: string, algorithm: PolicyAlgorithm) => KnownPolicy | undefined,
+): Omit<InspectedPolicy, 'key'> | undefined {
+  const live = (expiries ?? []).filter((end) => end > nowMs);
+  if (live.length === 0) return undefined;
+  const policy = known(scope!, name!, 'concurrency');
+  return {
+    scope: scope!,
+    policy: name!,
+    algorithm: 'concurrency',
+    resetMs: Math.max(...live) - nowMs,
+    state: { held: live.length, leaseExpiriesMs: live },
+    ...(policy && { limit: policy.limit, remaining: Math.max(0, policy.limit - live.length) }),
+  };
 }

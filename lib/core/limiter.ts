@@ -7,7 +7,7 @@ import {
   toPolicy,
   type Decision,
   type Policy,
-  type Algorithm,
+  type PolicyAlgorithm,
   type PolicyInput,
 } from './policy.js';
 import { CircuitBreaker, type CircuitState } from './circuit-breaker.js';
@@ -248,7 +248,7 @@ export class RateLimiter {
        */
       policies?: readonly (Policy | PolicyInput)[];
       /** Another way to recognise policies, asked after `policies`. */
-      known?: (scope: string, name: string, algorithm: Algorithm) => KnownPolicy | undefined;
+      known?: (scope: string, name: string, algorithm: PolicyAlgorithm) => KnownPolicy | undefined;
     } = {},
   ): Promise<InspectedPolicy[]> {
     const { scope, known } = options;

@@ -3,7 +3,7 @@ import { performance } from 'node:perf_hooks';
 import { RateLimitBackendError } from '../core/errors.js';
 import type { Lease } from '../core/concurrency.js';
 import type { RateLimiter, Spending } from '../core/limiter.js';
-import type { Algorithm, Decision, Policy } from '../core/policy.js';
+import type { Decision, Policy, PolicyAlgorithm } from '../core/policy.js';
 import { AllowList } from '../http/allow-list.js';
 import type { RequestLike } from '../http/ip.js';
 import { messageOf, RATE_LIMIT_EVENTS, type RateLimitEvents } from './events.js';
@@ -78,7 +78,7 @@ export class RateLimitRuntime {
   }
 
   /** See {@link RouteTable.knownPolicy}. */
-  knownPolicy(scope: string, name: string, algorithm: Algorithm): Policy | undefined {
+  knownPolicy(scope: string, name: string, algorithm: PolicyAlgorithm): Policy | undefined {
     return this.routes.knownPolicy(scope, name, algorithm);
   }
 

@@ -99,6 +99,29 @@ export function concurrencySuite(makeKind: () => StoreKind): void {
       });
     });
 
+    it('inspect shows the slots held and when each lease expires; reset gives them all back', async () => {
+      const { limiter, clock } = setup(kind);
+      await limiter.consume('c6', slots);
+      clock.now += 100;
+      await limiter.consume('c6', slots);
+      const [entry, ...others] = await limiter.inspect('c6', { policies: [slots] });
+      expect(others).toEqual([]);
+      expect(entry).toMatchObject({
+        scope: 'global',
+        policy: 'inflight',
+        algorithm: 'concurrency',
+        resetMs: LEASE,
+        limit: 3,
+        remaining: 1,
+        state: { held: 2, leaseExpiriesMs: [clock.now - 100 + LEASE, clock.now + LEASE] },
+      });
+      // Unknown policies still show what is held.
+      expect((await limiter.inspect('c6'))[0]!.state).toEqual(entry!.state);
+      expect(await limiter.reset('c6')).toBe(1);
+      expect(await limiter.inspect('c6')).toEqual([]);
+      expect(only(await limiter.consume('c6', slots)).remaining).toBe(2);
+    });
+
     it('an exempt identity takes no slot', async () => {
       const { limiter, fixture } = setup(kind);
       if (fixture.store.control) {

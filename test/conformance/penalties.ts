@@ -79,7 +79,12 @@ export function penaltySuite(makeKind: () => StoreKind): void {
       for (let i = 0; i < 6; i++) await limiter.consume('ins', policy);
       clock.now += 1000;
       expect(await limiter.inspect('ins', { policies: [policy] })).toEqual([
-        expect.objectContaining({ policy: 'default', algorithm, blockedMs: BLOCK - 1000 }),
+        expect.objectContaining({
+          policy: 'default',
+          algorithm,
+          blockedMs: BLOCK - 1000,
+          blockedUntilMs: clock.now - 1000 + BLOCK,
+        }),
       ]);
       // Three periods on, the rate's state is empty or gone; the block is still there.
       clock.now += 3 * MINUTE;

@@ -14,7 +14,15 @@ import {
   type ExecutionContext,
 } from '@nestjs/common';
 import type { Redis } from 'ioredis';
-import { controlKey, RateLimit, RateLimitAdminModule, RateLimitModule } from '../../lib/index.js';
+import {
+  ConcurrencyLimit,
+  controlKey,
+  keys,
+  RateLimit,
+  RateLimitAdminModule,
+  RateLimitModule,
+  SkipRateLimit,
+} from '../../lib/index.js';
 import { disconnect, newRedis, redisUrl } from '../harness/redis.js';
 import {
   bootstrap,
@@ -44,7 +52,25 @@ class ItemsController {
   list() {
     return ['a'];
   }
+
+  @Get('held')
+  @SkipRateLimit('default')
+  @ConcurrencyLimit(1, { key: keys.ip, leaseMs: 60_000 })
+  async held() {
+    await new Promise<void>((resolve) => gates.push(resolve));
+    return 'done';
+  }
+
+  @Get('login')
+  @SkipRateLimit('default')
+  @RateLimit('1/m', { name: 'login', key: keys.ip, block: '15m' })
+  login() {
+    return 'ok';
+  }
 }
+
+/** The requests waiting in `held`, each released by calling its gate. */
+const gates: (() => void)[] = [];
 
 const AUTH = { authorization: 'Bearer operator' };
 
@@ -145,6 +171,47 @@ describe.each(PLATFORMS)('admin endpoints on %s', (platform: Platform) => {
     });
     expect(await fetchItems()).toBe(200);
     expect((await call('DELETE', `/${identity}`)).body).toEqual({ deleted: 1 });
+  });
+
+  it('inspect shows slots held (with their lease expiries) and blocks (with their end); reset clears both', async () => {
+    const identity = encodeURIComponent('ip:127.0.0.1');
+    await call('DELETE', `/${identity}`);
+    const held = fetch(`${url}/items/held`);
+    for (let i = 0; i < 100 && gates.length === 0; i++) await new Promise((r) => setTimeout(r, 20));
+    expect(gates).toHaveLength(1);
+    expect((await fetch(`${url}/items/held`)).status).toBe(429);
+    expect((await fetch(`${url}/items/login`)).status).toBe(200);
+    expect((await fetch(`${url}/items/login`)).status).toBe(429);
+    const before = Date.now();
+    type Entry = Record<string, unknown> & {
+      state: { held?: number; leaseExpiriesMs?: number[] };
+      blockedMs?: number;
+      blockedUntilMs?: number;
+    };
+    const policies = (await call('GET', `/${identity}`)).body.policies as Entry[];
+    const slots = policies.find((p) => p.algorithm === 'concurrency')!;
+    expect(slots).toMatchObject({
+      scope: 'ItemsController.held',
+      policy: 'concurrent',
+      limit: 1,
+      remaining: 0,
+      state: { held: 1 },
+    });
+    expect(slots.state.leaseExpiriesMs).toHaveLength(1);
+    expect(slots.state.leaseExpiriesMs![0]).toBeGreaterThan(before + 50_000);
+    const login = policies.find((p) => p.policy === 'login')!;
+    expect(login.blockedMs).toBeGreaterThan(14 * 60_000);
+    expect(login.blockedUntilMs).toBeGreaterThan(before + 14 * 60_000);
+    expect((await call('DELETE', `/${identity}`)).status).toBe(200);
+    expect((await call('GET', `/${identity}`)).body.policies).toEqual([]);
+    expect((await fetch(`${url}/items/login`)).status).toBe(200);
+    // The slot came back with the reset, while its request is still in flight.
+    const second = fetch(`${url}/items/held`);
+    for (let i = 0; i < 100 && gates.length < 2; i++) await new Promise((r) => setTimeout(r, 20));
+    expect(gates).toHaveLength(2);
+    gates.splice(0).forEach((open) => open());
+    expect([(await held).status, (await second).status]).toEqual([200, 200]);
+    await call('DELETE', `/${identity}`);
   });
 
   it('overrides and the exemption are written, listed, removed and audited', async () => {

@@ -6,7 +6,7 @@
 import 'reflect-metadata';
 import type { AddressInfo, Server as NetServer } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { Controller, Module } from '@nestjs/common';
+import { Controller, Module, type INestMicroservice } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { Args, Query, Resolver } from '@nestjs/graphql';
 import {
@@ -16,7 +16,6 @@ import {
   RpcException,
   Transport,
   type ClientProxy,
-  type INestMicroservice,
 } from '@nestjs/microservices';
 import { MessageBody, SubscribeMessage, WebSocketGateway, WsException } from '@nestjs/websockets';
 import { lastValueFrom } from 'rxjs';

@@ -7,7 +7,8 @@ import { createHash } from 'node:crypto';
  * here); all share one hash tag, so one slot. ARGV[1]: `''` for the Redis server clock, or
  * a test clock's ms.
  * Reply: `now` in ms, then per key its `PTTL` and its value: the string (`GET`), the fields
- * of a hash as `HGETALL` gives them, or nil when the key has gone.
+ * of a hash as `HGETALL` gives them, the leases of a concurrency limit (a sorted set) as
+ * `ZRANGE ... WITHSCORES` gives them, or nil when the key has gone.
  */
 export const INSPECT_SCRIPT = `
 local now = tonumber(ARGV[1])
@@ -21,7 +22,8 @@ for i = 1, #KEYS do
   local kind = redis.call('TYPE', key).ok
   local v = false
   if kind == 'string' then v = redis.call('GET', key)
-  elseif kind == 'hash' then v = redis.call('HGETALL', key) end
+  elseif kind == 'hash' then v = redis.call('HGETALL', key)
+  elseif kind == 'zset' then v = redis.call('ZRANGE', key, 0, -1, 'WITHSCORES') end
   out[2 * i] = redis.call('PTTL', key)
   out[2 * i + 1] = v
 end

@@ -245,6 +245,12 @@ export class RedisStore implements RateLimitStore {
       const ttlMs = reply[2 * i + 1] as number;
       const value = reply[2 * i + 2] ?? null;
       if (ttlMs === -2 || value === null) return; // gone since it was found
+      if (Array.isArray(value) && algorithmTagOf(key) === 'cc') {
+        // A concurrency limit's leases: their expiries (the scores), as MemoryStore gives them.
+        const expiries = value.filter((_, k) => k % 2 === 1).map(Number);
+        found.push({ key, ttlMs, state: expiries.filter((end) => end > nowMs) });
+        return;
+      }
       if (Array.isArray(value)) {
         found.push({ key, ttlMs, fields: pairsToRecord(value) });
         return;

@@ -116,7 +116,9 @@ export interface StoredKey {
    * The state, by the key's algorithm tag (its last part), undefined when unreadable:
    * - `tb`, `gcra`: `[ms, ticks]`, the debt `ms·L + ticks` in ticks of 1/L ms (L = the
    *   policy's limit; `|ticks| < L`, negative when the stored expiry was rounded up);
-   * - `fw`: `[count, windowEndMs]`; `sw`: `[windowIndex, current, previous]`.
+   * - `fw`: `[count, windowEndMs]`; `sw`: `[windowIndex, current, previous]`;
+   * - `cc` (a concurrency limit): the expiries of its live leases, in ms since the epoch on
+   *   the store's clock, ascending.
    */
   readonly state?: readonly number[];
   /** For a control key: its hash fields. */
