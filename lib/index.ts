@@ -25,7 +25,12 @@ export {
   type ExemptionEntry,
   type OverrideEntry,
 } from './core/control.js';
-export type { InspectedPolicy, InspectedState, KnownPolicy } from './core/inspect.js';
+export type {
+  InspectedPolicy,
+  InspectedState,
+  InspectOptions,
+  KnownPolicy,
+} from './core/inspect.js';
 export {
   definePolicy,
   RateLimiter,

@@ -2,9 +2,44 @@ import { ALGORITHM_IMPLS } from './algorithms/index.js';
 import { applicableOverride, type OverrideEntry } from './control.js';
 import { baseKeyOf, isControlKey } from './keys.js';
 import { blockKeyOf } from './penalty.js';
-import { ALGORITHMS, type PolicyAlgorithm } from './policy.js';
+import {
+  ALGORITHMS,
+  toPolicy,
+  type Policy,
+  type PolicyAlgorithm,
+  type PolicyInput,
+} from './policy.js';
 import { CONCURRENCY_TAG } from './concurrency.js';
 import type { StoreSnapshot } from './stores/store.js';
+
+/** Options of `RateLimiter.inspect`. */
+export interface InspectOptions {
+  /** Only this scope's policies (the whole identity is read all the same). */
+  scope?: string;
+  /**
+   * Policies to recognise; one without a `scope` of its own is recognised in every
+   * scope. Matched by scope, name and algorithm.
+   */
+  policies?: readonly (Policy | PolicyInput)[];
+  /** Another way to recognise policies, asked after `policies`. */
+  known?: (scope: string, name: string, algorithm: PolicyAlgorithm) => KnownPolicy | undefined;
+}
+
+/** `RateLimiter.inspect`'s answer from what the store read under `identityPrefix`. */
+export function inspectedOf(
+  snapshot: StoreSnapshot,
+  identityPrefix: string,
+  { scope, policies = [], known }: InspectOptions,
+): InspectedPolicy[] {
+  const given = policies.map((p) => toPolicy(p));
+  const states = describeSnapshot(snapshot, identityPrefix, (s, name, algorithm) => {
+    const match = given.find(
+      (p) => p.name === name && p.algorithm === algorithm && (p.scope ?? s) === s,
+    );
+    return match ?? known?.(s, name, algorithm);
+  });
+  return scope === undefined ? states : states.filter((s) => s.scope === scope);
+}
 
 /**
  * The stored state of one policy, by algorithm. Times in **ms** since the epoch on the

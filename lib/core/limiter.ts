@@ -1,15 +1,7 @@
 import { quote, RateLimitConfigError } from './errors.js';
-import { describeSnapshot, type InspectedPolicy, type KnownPolicy } from './inspect.js';
+import { inspectedOf, type InspectedPolicy, type InspectOptions } from './inspect.js';
 import { checkPrefix, identityKeyPrefix } from './keys.js';
-import {
-  checkCost,
-  checkScope,
-  toPolicy,
-  type Decision,
-  type Policy,
-  type PolicyAlgorithm,
-  type PolicyInput,
-} from './policy.js';
+import { checkCost, checkScope, type Decision, type Policy, type PolicyInput } from './policy.js';
 import { CircuitBreaker, type CircuitState } from './circuit-breaker.js';
 import { leasesOf, slotRefused, type Lease } from './concurrency.js';
 import { DenyCache } from './deny-cache.js';
@@ -238,20 +230,8 @@ export class RateLimiter {
    * @throws {RateLimitConfigError} `ERR_RATE_LIMIT_OPTION` when the store has no `inspect`
    * @throws {RateLimitBackendError} when the store fails or takes more than 30 s
    */
-  async inspect(
-    identity: string,
-    options: {
-      scope?: string;
-      /**
-       * Policies to recognise; one without a `scope` of its own is recognised in every
-       * scope. Matched by scope, name and algorithm.
-       */
-      policies?: readonly (Policy | PolicyInput)[];
-      /** Another way to recognise policies, asked after `policies`. */
-      known?: (scope: string, name: string, algorithm: PolicyAlgorithm) => KnownPolicy | undefined;
-    } = {},
-  ): Promise<InspectedPolicy[]> {
-    const { scope, known } = options;
+  async inspect(identity: string, options: InspectOptions = {}): Promise<InspectedPolicy[]> {
+    const { scope } = options;
     if (scope !== undefined) checkScope(scope);
     const store = this.store;
     if (typeof store.inspect !== 'function') {
@@ -261,17 +241,10 @@ export class RateLimiter {
         'RateLimiter.inspect',
       );
     }
-    const given = (options.policies ?? []).map((p) => toPolicy(p));
     const identityPrefix = identityKeyPrefix(this.prefix, identity);
     // The whole identity, even for one scope: its control key (overrides) is read with it.
     const snapshot = await this.operate(() => store.inspect!(identityPrefix));
-    const states = describeSnapshot(snapshot, identityPrefix, (s, name, algorithm) => {
-      const match = given.find(
-        (p) => p.name === name && p.algorithm === algorithm && (p.scope ?? s) === s,
-      );
-      return match ?? known?.(s, name, algorithm);
-    });
-    return scope === undefined ? states : states.filter((s) => s.scope === scope);
+    return inspectedOf(snapshot, identityPrefix, options);
   }
 
   /**

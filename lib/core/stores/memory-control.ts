@@ -1,5 +1,5 @@
 import { applicableOverride } from '../control.js';
-import type { StorePolicy } from './store.js';
+import type { ControlChange, ControlSnapshot, StorePolicy } from './store.js';
 
 /** What an identity's control hash does to one policy of a request (see CONSUME_SCRIPT). */
 export interface ControlEffect {
@@ -46,5 +46,50 @@ export function controlEffect(
     params: { ...policy, key: `${key}:o${untilMs}`, limit, periodMs, capacity },
     override: { limit, periodMs },
     untilMs,
+  };
+}
+
+/** MemoryStore's control hashes (overrides, exemptions), by key. */
+export type Controls = Map<string, { fields: Map<string, string>; expiresAt: number }>;
+
+/** Same semantics as the Redis control script (see `RateLimitStore.control`), at `nowMs`. */
+export function changeControl(
+  controls: Controls,
+  key: string,
+  change: ControlChange,
+  nowMs: number,
+): ControlSnapshot {
+  let control = controls.get(key);
+  if (control && control.expiresAt <= nowMs) {
+    controls.delete(key);
+    control = undefined;
+  }
+  let removed = false;
+  if (change.op !== 'get' && control) {
+    for (const [field, value] of control.fields) {
+      if (field.startsWith('r:')) continue;
+      const until = Number(/^\d+/.exec(value)?.[0]);
+      if (!(until > nowMs)) {
+        control.fields.delete(field);
+        control.fields.delete(`r:${field}`);
+      }
+    }
+  }
+  if (change.op === 'set') {
+    const untilMs = nowMs + change.ttlMs;
+    control ??= { fields: new Map(), expiresAt: 0 };
+    control.fields.set(change.field, change.value ? `${untilMs}:${change.value}` : `${untilMs}`);
+    control.fields.set(`r:${change.field}`, change.reason);
+    control.expiresAt = Math.max(control.expiresAt, untilMs);
+    controls.set(key, control);
+  } else if (change.op === 'remove' && control) {
+    removed = control.fields.delete(change.field);
+    control.fields.delete(`r:${change.field}`);
+  }
+  if (control && control.fields.size === 0) controls.delete(key);
+  return {
+    nowMs,
+    fields: Object.fromEntries(control?.fields ?? []),
+    ...(change.op === 'remove' && { removed }),
   };
 }

@@ -2,7 +2,7 @@ import { ALGORITHM_IMPLS, decideAll, type State } from '../algorithms/index.js';
 import { algorithmTagOf } from '../keys.js';
 import { quote, RateLimitConfigError } from '../errors.js';
 import { blockedOutcome, blockKeyOf, startsBlock } from '../penalty.js';
-import { controlEffect, controlKeyOf } from './memory-control.js';
+import { changeControl, controlEffect, controlKeyOf, type Controls } from './memory-control.js';
 import { LeaseTable } from './memory-leases.js';
 import type { Lease } from '../concurrency.js';
 import { markOf, refundedState, type StoreRefund } from '../refund.js';
@@ -53,7 +53,7 @@ interface Entry {
 export class MemoryStore implements RateLimitStore {
   private readonly entries = new Map<string, Entry>();
   /** Control hashes (overrides, exemptions): few, written by operators, kept apart from `entries`. */
-  private readonly controls = new Map<string, { fields: Map<string, string>; expiresAt: number }>();
+  private readonly controls: Controls = new Map();
   /** Leases of concurrency limits (see `concurrency.ts`). */
   private readonly leases = new LeaseTable();
   private readonly clock: () => number;
@@ -226,40 +226,7 @@ export class MemoryStore implements RateLimitStore {
 
   /** Same semantics as the Redis control script (see `RateLimitStore.control`), on this store's clock. */
   control(key: string, change: ControlChange): Promise<ControlSnapshot> {
-    const nowMs = this.clock();
-    let control = this.controls.get(key);
-    if (control && control.expiresAt <= nowMs) {
-      this.controls.delete(key);
-      control = undefined;
-    }
-    let removed = false;
-    if (change.op !== 'get' && control) {
-      for (const [field, value] of control.fields) {
-        if (field.startsWith('r:')) continue;
-        const until = Number(/^\d+/.exec(value)?.[0]);
-        if (!(until > nowMs)) {
-          control.fields.delete(field);
-          control.fields.delete(`r:${field}`);
-        }
-      }
-    }
-    if (change.op === 'set') {
-      const untilMs = nowMs + change.ttlMs;
-      control ??= { fields: new Map(), expiresAt: 0 };
-      control.fields.set(change.field, change.value ? `${untilMs}:${change.value}` : `${untilMs}`);
-      control.fields.set(`r:${change.field}`, change.reason);
-      control.expiresAt = Math.max(control.expiresAt, untilMs);
-      this.controls.set(key, control);
-    } else if (change.op === 'remove' && control) {
-      removed = control.fields.delete(change.field);
-      control.fields.delete(`r:${change.field}`);
-    }
-    if (control && control.fields.size === 0) this.controls.delete(key);
-    return Promise.resolve({
-      nowMs,
-      fields: Object.fromEntries(control?.fields ?? []),
-      ...(change.op === 'remove' && { removed }),
-    });
+    return Promise.resolve(changeControl(this.controls, key, change, this.clock()));
   }
 
   /**

@@ -5,9 +5,9 @@ import { markOf, owedTicks, type StoreRefund } from '../refund.js';
 import { REFUND_SCRIPT, REFUND_SHA } from './redis-refund-script.js';
 import { RELEASE_SCRIPT, RELEASE_SHA } from './redis-lease-script.js';
 import type { Lease } from '../concurrency.js';
-import { decodeInts } from '../algorithms/types.js';
-import { algorithmTagOf, baseKeyOf, isControlKey } from '../keys.js';
+import { isControlKey } from '../keys.js';
 import { CONTROL_SCRIPT, CONTROL_SHA, INSPECT_SCRIPT, INSPECT_SHA } from './redis-admin-scripts.js';
+import { snapshotOf, type InspectReply } from './redis-inspect.js';
 import {
   findKeys,
   groupByHashTag,
@@ -20,7 +20,6 @@ import type {
   ControlChange,
   ControlSnapshot,
   RateLimitStore,
-  StoredKey,
   StoreOutcome,
   StorePolicy,
   StoreSnapshot,
@@ -238,27 +237,8 @@ export class RedisStore implements RateLimitStore {
     const keys = await findKeys(this.client, keyPrefix);
     const reply = (await this.evalScript(INSPECT_SCRIPT, INSPECT_SHA, keys, [
       this.clock ? this.clock() : '',
-    ])) as (number | string | string[] | null)[];
-    const nowMs = reply[0] as number;
-    const found: StoredKey[] = [];
-    keys.forEach((key, i) => {
-      const ttlMs = reply[2 * i + 1] as number;
-      const value = reply[2 * i + 2] ?? null;
-      if (ttlMs === -2 || value === null) return; // gone since it was found
-      if (Array.isArray(value) && algorithmTagOf(key) === 'cc') {
-        // A concurrency limit's leases: their expiries (the scores), as MemoryStore gives them.
-        const expiries = value.filter((_, k) => k % 2 === 1).map(Number);
-        found.push({ key, ttlMs, state: expiries.filter((end) => end > nowMs) });
-        return;
-      }
-      if (Array.isArray(value)) {
-        found.push({ key, ttlMs, fields: pairsToRecord(value) });
-        return;
-      }
-      const state = this.decodeStored(key, ttlMs, String(value), nowMs);
-      if (state !== null) found.push({ key, ttlMs, state });
-    });
-    return { nowMs, keys: found };
+    ])) as InspectReply;
+    return snapshotOf(keys, reply, this.clock !== undefined);
   }
 
   async control(key: string, change: ControlChange): Promise<ControlSnapshot> {
@@ -280,36 +260,6 @@ export class RedisStore implements RateLimitStore {
       fields: pairsToRecord(pairs),
       ...(change.op === 'remove' && { removed: removed > 0 }),
     };
-  }
-
-  /**
-   * A stored value as {@link StoredKey.state} describes it, by the key's algorithm tag;
-   * null for a state that a test clock has moved past its expiry.
-   */
-  private decodeStored(
-    key: string,
-    ttlMs: number,
-    value: string,
-    nowMs: number,
-  ): readonly number[] | undefined | null {
-    const tag = algorithmTagOf(key);
-    // A block (see penalty.ts): its end, held by the value on a test clock, else the expiry.
-    if (tag === 'b') return this.clock ? decodeInts(value, 1) : [nowMs + ttlMs];
-    if (tag === 'fw') return decodeInts(value, 2);
-    if (tag === 'sw') return decodeInts(value, 3);
-    if (tag !== 'tb' && tag !== 'gcra') return undefined;
-    if (this.clock || baseKeyOf(key) !== key) {
-      // A test clock, or an override's own state (which expires with the override):
-      // "<expiryMs>:<credit>", the expiry on the store's clock (null: expired on it).
-      const [expiry, credit] = value.split(':').map(Number);
-      if (!Number.isSafeInteger(expiry)) return [0, 0];
-      if (expiry! <= nowMs) return null;
-      return [expiry! - nowMs, -(Number.isSafeInteger(credit) ? credit! : 0)];
-    }
-    // The expiry is the TAT rounded up to the ms; the value the ticks that rounding added.
-    if (ttlMs < 0) return [0, 0];
-    const credit = Number(value);
-    return [ttlMs, Number.isSafeInteger(credit) ? -credit : 0];
   }
 
   private async evalScript(
