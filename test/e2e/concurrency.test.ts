@@ -162,3 +162,18 @@ describe.each(PLATFORMS)('concurrency limits on %s', (platform) => {
     });
   });
 });
+
+describe('@ConcurrencyLimit configuration', () => {
+  it('a bad limit or lease fails when the class is defined, naming the handler', () => {
+    const define = (concurrent: number, leaseMs?: number) => () => {
+      class Reports {
+        @ConcurrencyLimit(concurrent, { leaseMs })
+        export() {}
+      }
+      return Reports;
+    };
+    expect(define(0)).toThrow(/invalid concurrent 0.*Reports\.export.*ERR_RATE_LIMIT_CONCURRENCY/s);
+    expect(define(5, -1)).toThrow(/invalid leaseMs -1.*Reports\.export/s);
+    expect(define(5, 1000)).not.toThrow();
+  });
+});

@@ -269,3 +269,32 @@ describe('resolvePolicy: where', () => {
     expect(error.message).not.toContain('(in ');
   });
 });
+
+describe('concurrency policies ({ concurrent, leaseMs })', () => {
+  it('resolve to limit = slots, periodMs = leaseMs (default 30 s), algorithm "concurrency"', () => {
+    expect(resolvePolicy({ name: 'inflight', concurrent: 5, leaseMs: 1500 })).toMatchObject({
+      name: 'inflight',
+      limit: 5,
+      capacity: 5,
+      periodMs: 1500,
+      leaseMs: 1500,
+      algorithm: 'concurrency',
+    });
+    expect(resolvePolicy({ concurrent: 1 }).leaseMs).toBe(30_000);
+  });
+
+  it.each([
+    [{ concurrent: 0 }, 'invalid concurrent 0'],
+    [{ concurrent: 2.5 }, 'invalid concurrent 2.5'],
+    [{ concurrent: '5' }, 'invalid concurrent "5"'],
+    [{ concurrent: 5, leaseMs: 0 }, 'invalid leaseMs 0'],
+    [{ concurrent: 5, leaseMs: '30s' }, 'invalid leaseMs "30s"'],
+    [{ concurrent: 5, rate: '5/m' }, 'rate "5/m" does not apply to a concurrency limit'],
+    [{ concurrent: 5, block: '15m' }, 'block "15m" does not apply to a concurrency limit'],
+  ])('%j is refused at definition, quoting the value and where', (input, message) => {
+    const error = rejected({ name: 'inflight', ...input }, WHERE);
+    expectCode(error, 'ERR_RATE_LIMIT_CONCURRENCY');
+    expect(error.message).toContain(message);
+    expect(error.message).toContain('policy "inflight"');
+  });
+});
