@@ -25,7 +25,7 @@ import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { ThrottlerGuard, ThrottlerModule } from '@nestjs/throttler';
 import { ThrottlerStorageRedisService } from '@nest-lab/throttler-storage-redis';
 import { Redis } from 'ioredis';
-import { RateLimit, RateLimitModule } from 'nest-rate-limit';
+import { ConcurrencyLimit, RateLimit, RateLimitModule } from 'nest-rate-limit';
 import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 // Types only: importing the orchestrator's code would load autocannon into every app.
 import type { HttpPlatform, HttpVariant } from './index.js';
@@ -50,6 +50,36 @@ class StackedController {
   @Get('hi')
   @RateLimit(BURST, { name: 'burst' })
   @RateLimit(DAILY, { name: 'daily' })
+  hi() {
+    return 'hi';
+  }
+}
+
+/** `count: 'failed'`: every request spends, and every success (all of them) is refunded. */
+@Controller()
+class CountFailedController {
+  @Get('hi')
+  @RateLimit(`${PER_MINUTE}/m`, { count: 'failed' })
+  hi() {
+    return 'hi';
+  }
+}
+
+/** A penalty (`block`) that never fires: what checking for one costs. */
+@Controller()
+class BlockController {
+  @Get('hi')
+  @RateLimit(`${PER_MINUTE}/m`, { block: '15m' })
+  hi() {
+    return 'hi';
+  }
+}
+
+/** A concurrency limit above the connections: a slot taken and given back per request. */
+@Controller()
+class ConcurrentController {
+  @Get('hi')
+  @ConcurrencyLimit(100_000)
   hi() {
     return 'hi';
   }
@@ -114,6 +144,19 @@ function variantModule(variant: HttpVariant, redisUrl: string, prefix: string): 
         imports: [RateLimitModule.forRoot({ redis: redisUrl, prefix, algorithm: 'token-bucket' })],
         controllers: [StackedController],
       };
+    case 'nrl-count-failed':
+    case 'nrl-block':
+    case 'nrl-concurrent': {
+      const controller = {
+        'nrl-count-failed': CountFailedController,
+        'nrl-block': BlockController,
+        'nrl-concurrent': ConcurrentController,
+      }[variant];
+      return {
+        imports: [RateLimitModule.forRoot({ redis: redisUrl, prefix })],
+        controllers: [controller],
+      };
+    }
     case 'nrl-memory':
       return nrl({ store: 'memory', default: perMinute, algorithm: 'token-bucket' });
     case 'throttler-memory':

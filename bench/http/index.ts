@@ -20,6 +20,10 @@ export const HTTP_VARIANTS = [
   'nrl-sw',
   'nrl-stacked',
   'nrl-memory',
+  // Issue 15's features, one each: refund on success, a penalty that never fires, a slot.
+  'nrl-count-failed',
+  'nrl-block',
+  'nrl-concurrent',
   'throttler-memory',
   'throttler-redis',
   'rlf-redis',
