@@ -31,6 +31,7 @@ describe('the README option reference matches the option types', () => {
   it.each([
     ['lib/nest/options.ts', 'RateLimitModuleOptions'],
     ['lib/nest/decorators.ts', 'RateLimitOptions'],
+    ['lib/nest/decorators.ts', 'ConcurrencyLimitOptions'],
   ])('%s: %s', (file, name) => {
     expect(documented(name)).toEqual(members(file, name));
   });
