@@ -5,7 +5,16 @@
  */
 import 'reflect-metadata';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
-import { BadRequestException, Controller, Get } from '@nestjs/common';
+import {
+  BadRequestException,
+  Controller,
+  Get,
+  Injectable,
+  UnauthorizedException,
+  UseGuards,
+  type CanActivate,
+  type ExecutionContext,
+} from '@nestjs/common';
 import { get } from 'node:http';
 import {
   ConcurrencyLimit,
@@ -67,6 +76,39 @@ class ClassLimitedController {
   }
 }
 
+/** Authentication as a route's own guard: the user comes from `x-user`. */
+@Injectable()
+class HeaderAuthGuard implements CanActivate {
+  canActivate(ctx: ExecutionContext): boolean {
+    const request = ctx
+      .switchToHttp()
+      .getRequest<{ headers: Record<string, string | undefined>; user?: unknown }>();
+    const id = request.headers['x-user'];
+    if (!id) throw new UnauthorizedException();
+    request.user = { id };
+    return true;
+  }
+}
+
+@Controller('users')
+class PerUserController {
+  /** Per user, so decided after the route's own guard has authenticated the request. */
+  @Get('held')
+  @UseGuards(HeaderAuthGuard)
+  @ConcurrencyLimit(1, { key: keys.user() })
+  async held() {
+    await gate();
+    return 'done';
+  }
+
+  @Get('shadow')
+  @ConcurrencyLimit(1, { key: keys.ip, shadow: true })
+  async shadow() {
+    await gate();
+    return 'done';
+  }
+}
+
 const IP = 'ip:127.0.0.1';
 const slotsOf = (route: string, concurrent: number): PolicyInput => ({
   name: 'concurrent',
@@ -82,6 +124,7 @@ describe.each(PLATFORMS)('concurrency limits on %s', (platform) => {
       h = await createApp(platform, store === 'memory' ? { store: 'memory' } : {}, [
         SlotsController,
         ClassLimitedController,
+        PerUserController,
       ]);
       service = h.app.get(RateLimitService);
     });
@@ -148,6 +191,35 @@ describe.each(PLATFORMS)('concurrency limits on %s', (platform) => {
       expect((await service.peek(IP, [rate])).policies[0]!.remaining).toBe(1);
       openGates();
       expect((await first).status).toBe(200);
+    });
+
+    it('per user behind a route guard: decided once authenticated, given back after the response', async () => {
+      const userSlots: PolicyInput = { ...slotsOf('held', 1), scope: 'PerUserController.held' };
+      const first = h.get('/users/held', { 'x-user': 'ann' });
+      expect(await entered(1)).toBe(true);
+      expect((await h.get('/users/held', { 'x-user': 'ann' })).status).toBe(429);
+      // Another user has a slot of their own; no user is refused by the route's guard.
+      const bob = h.get('/users/held', { 'x-user': 'bob' });
+      expect(await entered(2)).toBe(true);
+      expect((await h.get('/users/held')).status).toBe(401);
+      openGates();
+      expect([(await first).status, (await bob).status]).toEqual([200, 200]);
+      const free = async () => (await service.peek('user:ann', [userSlots])).policies[0]!.remaining;
+      expect(await pollUntil(async () => (await free()) === 1, 2000)).toBe(true);
+      await service.reset('user:ann');
+      await service.reset('user:bob');
+    });
+
+    it('in shadow mode a slot is taken and given back, and a would-be refusal is admitted', async () => {
+      const shadow: PolicyInput = { ...slotsOf('shadow', 1), scope: 'PerUserController.shadow' };
+      const first = h.get('/users/shadow');
+      expect(await entered(1)).toBe(true);
+      expect(await free(shadow)).toBe(0);
+      const second = h.get('/users/shadow');
+      expect(await entered(2)).toBe(true);
+      openGates();
+      expect([(await first).status, (await second).status]).toEqual([200, 200]);
+      expect(await freeAgain(shadow, 1)).toBe(true);
     });
 
     it("a controller's @ConcurrencyLimit applies to its handlers; @SkipRateLimit() exempts one", async () => {
