@@ -3,17 +3,12 @@
  * the same rules on every store, with an injected clock.
  */
 import { afterAll, describe, expect, it } from '@jest/globals';
-import { ALGORITHMS, policyKey, type Decision } from '../../lib/index.js';
-import { setup } from './suite.js';
+import { ALGORITHMS, policyKey } from '../../lib/index.js';
+import { only, setup } from './suite.js';
 import type { StoreKind } from './stores.js';
 
 const LEASE = 1500;
 const slots = { name: 'inflight', concurrent: 3, leaseMs: LEASE } as const;
-
-function only(decision: Decision) {
-  expect(decision.policies).toHaveLength(1);
-  return decision.policies[0]!;
-}
 
 export function concurrencySuite(makeKind: () => StoreKind): void {
   const kind = makeKind();

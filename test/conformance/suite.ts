@@ -40,7 +40,7 @@ export function setup(kind: StoreKind) {
   return { clock, fixture, limiter, keyOf };
 }
 
-function only(decision: Decision) {
+export function only(decision: Decision) {
   expect(decision.policies).toHaveLength(1);
   return decision.policies[0]!;
 }
