@@ -40,6 +40,8 @@ export interface Figure {
   targets: Target[];
 }
 
+/** rate-limiter-flexible's row, in the HTTP part and the store level alike. */
+const RLF = 'rlf-redis';
 /** Peers other than rlf shown for context; rlf itself is the line at 1.0. */
 const PEERS = ['throttler-redis'];
 /** The store level's concurrency the chart shows (as the issue's targets do). */
@@ -52,19 +54,14 @@ function kindOf(name: string): Bar['kind'] | undefined {
 }
 
 /** Bars of `rows` whose value `value(row)` is divided by rlf's and by the floor's. */
-function barsOf<R>(
-  rows: readonly R[],
-  name: (row: R) => string,
-  value: (row: R) => number,
-  rlfName: string,
-): Bar[] {
+function barsOf<R>(rows: readonly R[], name: (row: R) => string, value: (row: R) => number): Bar[] {
   const of = (n: string) => {
     const row = rows.find((r) => name(r) === n);
     return row ? value(row) : NaN;
   };
   // A base of 0 or less (noise) gives no ratio rather than an infinite one.
   const ratio = (v: number, base: number) => (base > 0 ? v / base : NaN);
-  const rlf = of(rlfName);
+  const rlf = of(RLF);
   const floor = rows.map(name).find((n) => kindOf(n) === 'floor');
   const floorValue = floor === undefined ? NaN : of(floor);
   const bars = rows.flatMap((row) => {
@@ -98,7 +95,6 @@ export function figures(results: ChartResults): Figure[] {
         rows,
         (r) => r.variant,
         (r) => r.cpuUsPerRequest - none,
-        'rlf-redis',
       ),
       targets:
         platform === 'fastify'
@@ -118,7 +114,6 @@ export function figures(results: ChartResults): Figure[] {
         store,
         (r) => r.contender,
         (r) => r.perSecond[CONCURRENCY] ?? NaN,
-        'rlf-redis',
       ),
       targets: [
         { at: 1, of: 'rlf', label: 'GCRA ≥ 1.0× rlf' },
@@ -132,7 +127,6 @@ export function figures(results: ChartResults): Figure[] {
         store,
         (r) => r.contender,
         (r) => r.usecPerCall,
-        'rlf-redis',
       ),
       targets: [{ at: 1, of: 'rlf', label: 'GCRA ≤ 1.0× rlf' }],
     });
@@ -265,6 +259,7 @@ function drawBar(
 export function renderChart(results: ChartResults): string {
   const m = results.machine ?? {};
   const date = results.date ? `${results.date.slice(0, 16).replace('T', ' ')} UTC` : 'undated';
+  const rounds = results.rounds === 1 ? 'one round' : `medians of ${results.rounds ?? '?'} rounds`;
   const head = [
     text(
       20,
@@ -275,7 +270,7 @@ export function renderChart(results: ChartResults): string {
     text(
       20,
       48,
-      `${m.cpu ?? 'unknown CPU'}, ${m.cores ?? '?'} cores · Node ${m.node ?? '?'} · Redis ${m.redis ?? '?'} · medians of ${results.rounds ?? '?'} rounds`,
+      `${m.cpu ?? 'unknown CPU'}, ${m.cores ?? '?'} cores · Node ${m.node ?? '?'} · Redis ${m.redis ?? '?'} · ${rounds}`,
       'font-size="12" fill="#333"',
     ),
     `<rect x="20" y="60" width="22" height="11" fill="${COLOURS.ours}"/>`,
