@@ -113,6 +113,17 @@ export function validateOptions(options: RateLimitModuleOptions): void {
   if (instances !== undefined && (!Number.isSafeInteger(instances) || instances < 1)) {
     fail('instances', 'an integer >= 1');
   }
+  const { announceIntervalMs } = options;
+  if (
+    announceIntervalMs !== undefined &&
+    !(
+      Number.isSafeInteger(announceIntervalMs) &&
+      announceIntervalMs >= 10 &&
+      announceIntervalMs <= 2 ** 31 - 1
+    )
+  ) {
+    fail('announceIntervalMs', 'an integer number of ms from 10 to 2^31-1');
+  }
   for (const name of ['failClosed', 'global', 'tracing'] as const) {
     if (options[name] !== undefined && typeof options[name] !== 'boolean') fail(name, 'a boolean');
   }
