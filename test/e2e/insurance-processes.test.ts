@@ -7,8 +7,6 @@
  * process whose peer stops announcing learns 1, and then keeps the whole limit to itself.
  */
 import 'reflect-metadata';
-import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
-import { once } from 'node:events';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
@@ -21,61 +19,35 @@ import {
   bootstrap,
   createApp,
   pollUntil,
-  request,
   rootModule,
   times,
   uniquePrefix,
   type Reply,
 } from './support/app.js';
+import { AppProcess } from './support/app-process.js';
 
 const WORKER = fileURLToPath(new URL('./support/insured-worker.ts', import.meta.url));
 
 /** A worker process serving the insured route; see insured-worker.ts. */
 class Worker {
-  private constructor(
-    private readonly child: ChildProcessWithoutNullStreams,
-    readonly url: string,
-  ) {}
+  private constructor(private readonly app: AppProcess) {}
 
   static async start(options: RateLimitModuleOptions): Promise<Worker> {
-    const child = spawn(
-      process.execPath,
-      ['--import', 'tsx/esm', WORKER, JSON.stringify(options)],
-      {
-        env: process.env,
-      },
-    );
-    let out = '';
-    let err = '';
-    child.stderr.on('data', (chunk: Buffer) => (err += chunk.toString()));
-    const url = await new Promise<string>((resolve, reject) => {
-      child.stdout.on('data', (chunk: Buffer) => {
-        out += chunk.toString();
-        const line = /^listening (\S+)$/m.exec(out);
-        if (line) resolve(line[1]!);
-      });
-      child.once('exit', (code) => reject(new Error(`worker exited ${code}: ${err}`)));
-    });
-    return new Worker(child, url);
+    return new Worker(await AppProcess.start(WORKER, options));
   }
 
   get(user: string): Promise<Reply> {
-    return request(`${this.url}/insured`, { 'x-user': user });
+    return this.app.get('/insured', { 'x-user': user });
   }
 
   /** A gauge of this process's metrics, read from its /metrics. */
   async gauge(name: string): Promise<number> {
-    const text = (await request(`${this.url}/metrics`)).body as string;
+    const text = (await this.app.get('/metrics')).body as string;
     return Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1] ?? NaN);
   }
 
-  /** Closes its stdin (a clean shutdown) or SIGKILLs it (a crash: no goodbye to anyone). */
-  async stop(crash = false): Promise<void> {
-    if (this.child.exitCode !== null || this.child.signalCode !== null) return;
-    const exited = once(this.child, 'exit');
-    if (crash) this.child.kill('SIGKILL');
-    else this.child.stdin.end();
-    await exited;
+  stop(crash = false): Promise<void> {
+    return this.app.stop(crash);
   }
 }
 
