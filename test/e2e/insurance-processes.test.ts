@@ -10,9 +10,8 @@ import 'reflect-metadata';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { Controller, Get } from '@nestjs/common';
 import { Registry } from 'prom-client';
-import { RateLimit, type RateLimitModuleOptions } from '../../lib/index.js';
+import type { RateLimitModuleOptions } from '../../lib/index.js';
 import { redisCall } from '../harness/global-setup.js';
 import { startRedisServer, type RedisServerHandle } from '../harness/redis.js';
 import {
@@ -25,6 +24,7 @@ import {
   type Reply,
 } from './support/app.js';
 import { AppProcess } from './support/app-process.js';
+import { InsuredController } from './support/insured-controller.js';
 
 const WORKER = fileURLToPath(new URL('./support/insured-worker.ts', import.meta.url));
 
@@ -101,23 +101,31 @@ async function backOnRedis(workers: Worker[]): Promise<boolean[]> {
   );
 }
 
-describe('insurance limits across two OS processes, instances: 2 given', () => {
-  let server: RedisServerHandle;
-  let workers: Worker[] = [];
+/**
+ * A private redis-server and two worker processes on it, sharing `prefix`, with `options`;
+ * both stopped after the tests of the enclosing describe.
+ */
+function twoWorkers(options: RateLimitModuleOptions) {
+  const state = { server: undefined as unknown as RedisServerHandle, workers: [] as Worker[] };
   const prefix = uniquePrefix();
-
   beforeAll(async () => {
-    server = await startRedisServer();
-    workers = await Promise.all(
-      [0, 1].map(() => Worker.start({ ...OPTIONS, redis: server.url, prefix, instances: 2 })),
+    state.server = await startRedisServer();
+    state.workers = await Promise.all(
+      [0, 1].map(() => Worker.start({ ...OPTIONS, ...options, redis: state.server.url, prefix })),
     );
   }, 60_000);
   afterAll(async () => {
-    await Promise.all(workers.map((w) => w.stop()));
-    await server?.kill();
+    await Promise.all(state.workers.map((w) => w.stop()));
+    await state.server?.kill();
   });
+  return { state, prefix };
+}
+
+describe('insurance limits across two OS processes, instances: 2 given', () => {
+  const { state, prefix } = twoWorkers({ instances: 2 });
 
   it('Redis stopped under traffic: each process admits 3 of 20, then 429 with Retry-After; no 5xx; Redis back, the shared budget decides', async () => {
+    const { server, workers } = state;
     // Healthy: one budget of 5 across both processes.
     const shared = await Promise.all(workers.map((w) => times(3, () => w.get('shared'))));
     expect(shared.flat().filter((r) => r.status === 200)).toHaveLength(5);
@@ -164,24 +172,10 @@ describe('insurance limits across two OS processes, instances: 2 given', () => {
 });
 
 describe('instances learned from the store', () => {
-  let server: RedisServerHandle;
-  let workers: Worker[] = [];
-  const prefix = uniquePrefix();
-
-  beforeAll(async () => {
-    server = await startRedisServer();
-    workers = await Promise.all(
-      [0, 1].map(() =>
-        Worker.start({ ...OPTIONS, redis: server.url, prefix, announceIntervalMs: 100 }),
-      ),
-    );
-  }, 60_000);
-  afterAll(async () => {
-    await Promise.all(workers.map((w) => w.stop()));
-    await server?.kill();
-  });
+  const { state, prefix } = twoWorkers({ announceIntervalMs: 100 });
 
   it('two processes each learn 2 and hold 3 of 5 while Redis is stopped; once one stops announcing, the other learns 1 and holds 5', async () => {
+    const { server, workers } = state;
     const learned = (w: Worker, n: number) =>
       pollUntil(async () => (await w.gauge('rate_limit_instances')) === n, 10_000);
     expect(await Promise.all(workers.map((w) => learned(w, 2)))).toEqual([true, true]);
@@ -212,15 +206,6 @@ describe('instances learned from the store', () => {
     await server.restart();
   }, 90_000);
 });
-
-@Controller('insured')
-class InsuredController {
-  @Get()
-  @RateLimit('5/m', { algorithm: 'fixed-window', onStoreFailure: 'local' })
-  insured() {
-    return 'ok';
-  }
-}
 
 describe('instances neither given nor learned', () => {
   it('a process that never reached the store admits 1 per period while it fails', async () => {

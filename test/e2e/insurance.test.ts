@@ -6,9 +6,7 @@
  */
 import 'reflect-metadata';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { Controller, Get } from '@nestjs/common';
 import { Registry } from 'prom-client';
-import { RateLimit } from '../../lib/index.js';
 import { startRedisServer, type RedisServerHandle } from '../harness/redis.js';
 import {
   CapturingLogger,
@@ -18,15 +16,7 @@ import {
   uniquePrefix,
   type AppHandle,
 } from './support/app.js';
-
-@Controller('insured')
-class InsuredController {
-  @Get()
-  @RateLimit('5/m', { algorithm: 'fixed-window', onStoreFailure: 'local' })
-  insured() {
-    return 'ok';
-  }
-}
+import { InsuredController } from './support/insured-controller.js';
 
 const TIMEOUT_MS = 100;
 

@@ -11,19 +11,14 @@
 import 'reflect-metadata';
 import { Controller, Get, Header } from '@nestjs/common';
 import { Registry } from 'prom-client';
-import { RateLimit, SkipRateLimit, type RateLimitModuleOptions } from '../../../lib/index.js';
+import { SkipRateLimit, type RateLimitModuleOptions } from '../../../lib/index.js';
 import { createApp } from './app.js';
+import { InsuredController } from './insured-controller.js';
 
 const registry = new Registry();
 
 @Controller()
-class InsuredController {
-  @Get('insured')
-  @RateLimit('5/m', { algorithm: 'fixed-window', onStoreFailure: 'local' })
-  insured() {
-    return 'ok';
-  }
-
+class MetricsController {
   @Get('metrics')
   @SkipRateLimit()
   @Header('content-type', 'text/plain')
@@ -33,9 +28,14 @@ class InsuredController {
 }
 
 const options = JSON.parse(process.argv[2]!) as RateLimitModuleOptions;
-const h = await createApp('express', { ...options, metrics: { registry } }, [InsuredController], {
-  userFromHeader: true,
-});
+const h = await createApp(
+  'express',
+  { ...options, metrics: { registry } },
+  [InsuredController, MetricsController],
+  {
+    userFromHeader: true,
+  },
+);
 process.stdout.write(`listening ${h.url}\n`);
 process.stdin.resume();
 process.stdin.on('end', () => {
