@@ -14,7 +14,7 @@ import type { RateLimitMetrics } from './metrics.js';
 import { DecisionObserver, type Trace } from './observer.js';
 import type { RateLimitModuleOptions } from './options.js';
 import { NO_LIMIT, Outcomes, type RequestOutcome } from './outcome.js';
-import { PolicyResolver } from './policies.js';
+import { PolicyResolver, type Entries, type Entry } from './policies.js';
 import { RouteTable, type Route, type Rule, type Target } from './routes.js';
 import { countShadow } from './shadow.js';
 import type { DecisionTracing } from './tracing.js';
@@ -136,24 +136,34 @@ export class RateLimitRuntime {
   }
 
   /** {@link RateLimitRuntime.evaluate} of the rules of `route`. */
-  async evaluateRoute(
+  evaluateRoute(
     ctx: ExecutionContext,
     request: RequestLike | undefined,
     route: Route,
   ): Promise<RequestOutcome> {
-    if (route.enforced.length === 0 && route.shadowed.length === 0) return NO_LIMIT;
+    if (route.enforced.length === 0 && route.shadowed.length === 0)
+      return Promise.resolve(NO_LIMIT);
     const identities = identitiesOf(ctx, request, route.name, this.options, this.events);
-    const observer = this.observer;
     // Undefined unless an OpenTelemetry SDK records a span for this request.
     const span = this.tracing?.activeSpan();
-    if (observer === undefined && span === undefined) {
+    if (this.observer === undefined && span === undefined) {
       return this.decide(ctx, route, identities, undefined);
     }
+    return this.observed(ctx, route, identities, span);
+  }
+
+  /** {@link RateLimitRuntime.evaluateRoute} for `onDecision`, metrics or a span. */
+  private async observed(
+    ctx: ExecutionContext,
+    route: Route,
+    identities: IdentityOf,
+    span: ReturnType<NonNullable<RateLimitRuntime['tracing']>['activeSpan']>,
+  ): Promise<RequestOutcome> {
     const trace: Trace = {
       identity: await identities((route.enforced[0] ?? route.shadowed[0])!.key),
     };
     const outcome = await this.decide(ctx, route, identities, trace);
-    observer?.finish(route.name, trace, outcome.allowed);
+    this.observer?.finish(route.name, trace, outcome.allowed);
     if (span) this.tracing!.annotate(span, trace, outcome.allowed);
     return outcome;
   }
@@ -209,15 +219,67 @@ export class RateLimitRuntime {
   }
 
   /** {@link RateLimitRuntime.evaluate}, filling `trace` when the request is observed. */
-  private async decide(
+  private decide(
     ctx: ExecutionContext,
     route: Route,
     identities: IdentityOf,
     trace: Trace | undefined,
   ): Promise<RequestOutcome> {
+    const fixed = this.policies.fixedEntries(route, identities);
+    // The usual route: known identities, one store call, nothing else to wait for. Kept free
+    // of async functions, each of which would add promises and microtask turns per request.
+    if (
+      fixed !== undefined &&
+      trace === undefined &&
+      !route.counting &&
+      route.shadowed.length === 0 &&
+      fixed.entries.length > 0
+    ) {
+      const enforcing = fixed.entries;
+      const entries = enforcing.map((e) => e.entry);
+      return this.limiter.consumeEach(entries).then(
+        (decision) => {
+          this.insurance.storeAnswered();
+          return this.outcomes.decided(decision, enforcing, route.name);
+        },
+        (error: unknown) => this.storeFailed(route, enforcing, error),
+      );
+    }
+    return this.decideFully(ctx, route, identities, trace, fixed);
+  }
+
+  /**
+   * The store did not answer for `enforcing`: logged; fail-closed wins (503), else the
+   * insurance limits decide, and the fail-open rest admit.
+   */
+  private storeFailed(
+    route: Route,
+    enforcing: Entry[],
+    error: unknown,
+  ): RequestOutcome | Promise<RequestOutcome> {
+    const kind = error instanceof RateLimitBackendError ? error.kind : 'error';
+    this.events.throttled(RATE_LIMIT_EVENTS.backendError, kind, {
+      route: route.name,
+      message: messageOf(error),
+    });
+    const local = enforcing.filter((e) => e.rule.onStoreFailure === 'local');
+    if (local.length === 0 || route.enforced.some((r) => r.failClosed)) {
+      return this.outcomes.failure(route.enforced);
+    }
+    return this.insurance
+      .decide(local, route.name)
+      .then((insured) => this.outcomes.decided(insured.decision, insured.local, route.name));
+  }
+
+  private async decideFully(
+    ctx: ExecutionContext,
+    route: Route,
+    identities: IdentityOf,
+    trace: Trace | undefined,
+    fixed: Entries | undefined,
+  ): Promise<RequestOutcome> {
     const { entries: enforcing, broken } =
-      this.policies.fixedEntries(route, identities) ??
-      (await this.policies.entriesOf(ctx, route, route.enforced, identities));
+      fixed ?? (await this.policies.entriesOf(ctx, route, route.enforced, identities));
     // A policy whose rate or cost function failed is left out, changing nothing; the other
     // policies still apply. A fail-closed one refuses instead, as when its store is down.
     if (broken.length > 0 && broken.some((r) => r.failClosed)) {
@@ -248,23 +310,12 @@ export class RateLimitRuntime {
         outcome = this.outcomes.decided(decision, enforcing, route.name);
         if (settle && outcome.allowed) outcome = { ...outcome, settle };
       } catch (error) {
-        const kind = error instanceof RateLimitBackendError ? error.kind : 'error';
         if (trace) {
           trace.enforcedMs = performance.now() - started;
           trace.enforcing = entries;
-          trace.enforcedError = kind;
+          trace.enforcedError = error instanceof RateLimitBackendError ? error.kind : 'error';
         }
-        this.events.throttled(RATE_LIMIT_EVENTS.backendError, kind, {
-          route: route.name,
-          message: messageOf(error),
-        });
-        const local = enforcing.filter((e) => e.rule.onStoreFailure === 'local');
-        // Fail-closed wins (503); else the insurance limits decide, the fail-open rest admit.
-        if (local.length === 0 || route.enforced.some((r) => r.failClosed)) {
-          return this.outcomes.failure(route.enforced);
-        }
-        const insured = await this.insurance.decide(local, route.name);
-        return this.outcomes.decided(insured.decision, insured.local, route.name);
+        return await this.storeFailed(route, enforcing, error);
       }
     }
     // Shadow policies count only what the enforced ones let through, in a call of their
