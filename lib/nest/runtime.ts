@@ -8,6 +8,7 @@ import type { RequestLike } from '../http/ip.js';
 import { messageOf, RATE_LIMIT_EVENTS, type RateLimitEvents } from './events.js';
 import { identitiesOf, type IdentityOf } from './identities.js';
 import { keys } from './keys.js';
+import { InstanceCount } from './instances.js';
 import { Insurance } from './insurance.js';
 import type { RateLimitMetrics } from './metrics.js';
 import { DecisionObserver, type Trace } from './observer.js';
@@ -31,12 +32,15 @@ export class RateLimitRuntime {
   private readonly observer: DecisionObserver | undefined;
   /** Clients never limited (the `allowList` option); undefined without one. */
   readonly allowList: AllowList | undefined;
-  /** Insurance limits of `onStoreFailure: 'local'` policies; undefined without `instances`. */
-  private readonly insurance: Insurance | undefined;
+  /** Insurance limits of `onStoreFailure: 'local'` policies. */
+  private readonly insurance: Insurance;
+  /** How many processes share the store, for {@link RateLimitRuntime.insurance}. */
+  private readonly instances: InstanceCount;
 
   /**
    * @param global the module's guard is global (`APP_GUARD`): on HTTP routes with guards of
    *   their own, the policies that need the user are decided after those guards
+   * @param instances the processes sharing the store; default: the module's `instances`
    */
   constructor(
     readonly limiter: RateLimiter,
@@ -46,16 +50,20 @@ export class RateLimitRuntime {
     /** Annotates the active span, when `@opentelemetry/api` is loaded (see `tracing`). */
     private readonly tracing?: DecisionTracing,
     global = false,
+    instances?: InstanceCount,
   ) {
-    this.routes = new RouteTable(options, global);
+    this.instances =
+      instances ?? new InstanceCount(options.instances, undefined, false, '', undefined);
+    // Announcing starts with the first policy that needs the count, at bootstrap.
+    this.routes = new RouteTable(options, global, () => this.instances.start());
     this.policies = new PolicyResolver(options, events);
     this.outcomes = new Outcomes(options, events);
-    this.insurance =
-      options.instances === undefined
-        ? undefined
-        : new Insurance(options.instances, options.prefix, events);
-    const insurance = this.insurance;
-    if (insurance) metrics?.watchInsurance(() => insurance.inForce);
+    const insurance = new Insurance(() => this.instances.value, options.prefix, events);
+    this.insurance = insurance;
+    metrics?.watchInsurance(
+      () => insurance.inForce,
+      () => this.instances.value,
+    );
     this.allowList =
       options.allowList === undefined
         ? undefined
@@ -165,6 +173,11 @@ export class RateLimitRuntime {
     return this.outcomes.combine(first, second);
   }
 
+  /** Stops what runs on timers (at shutdown). */
+  close(): void {
+    this.instances.stop();
+  }
+
   /** Logs `rate_limit.config_error` for a user function that failed at request time. */
   reportConfigError(where: string, error: unknown): void {
     this.events.configError(where, error);
@@ -226,7 +239,7 @@ export class RateLimitRuntime {
       const entries = enforcing.map((e) => e.entry);
       return this.limiter.consumeEach(entries).then(
         (decision) => {
-          this.insurance?.storeAnswered();
+          this.insurance.storeAnswered();
           return this.outcomes.decided(decision, enforcing, route.name);
         },
         (error: unknown) => this.storeFailed(route, enforcing, error),
@@ -253,9 +266,9 @@ export class RateLimitRuntime {
     if (local.length === 0 || route.enforced.some((r) => r.failClosed)) {
       return this.outcomes.failure(route.enforced);
     }
-    return this.insurance!.decide(local, route.name).then((insured) =>
-      this.outcomes.decided(insured.decision, insured.local, route.name),
-    );
+    return this.insurance
+      .decide(local, route.name)
+      .then((insured) => this.outcomes.decided(insured.decision, insured.local, route.name));
   }
 
   private async decideFully(
@@ -287,7 +300,7 @@ export class RateLimitRuntime {
         } else {
           decision = await this.limiter.consumeEach(entries);
         }
-        this.insurance?.storeAnswered();
+        this.insurance.storeAnswered();
         if (trace) {
           // A deny-cache answer is no store call: it stays out of the store latency.
           if (!decision.cached) trace.enforcedMs = performance.now() - started;
