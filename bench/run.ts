@@ -1,6 +1,7 @@
 /**
  * `npm run bench`: every part, one table each, on a private Redis; writes
- * bench/results/<date>.json with the machine facts. See bench/README.md.
+ * bench/results/<date>.json with the machine facts, and its chart beside it
+ * (bench/results/<date>.svg, see chart.ts). See bench/README.md.
  *
  *   BENCH_PARTS=http,store,scripts,memory,hotkey   which parts (default: all)
  *   BENCH_ROUNDS=3      interleaved rounds per part (medians are reported)
@@ -10,6 +11,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import { fileURLToPath } from 'node:url';
+import { writeChart } from './chart.js';
 import { runHttpBench } from './http/index.js';
 import { BUSY, contenders, newClient } from './redis/contenders.js';
 import { runHotKeyBench } from './redis/hotkey.js';
@@ -100,7 +102,8 @@ try {
   mkdirSync(dir, { recursive: true });
   const file = `${dir}${new Date().toISOString().slice(0, 10)}.json`;
   writeFileSync(file, `${JSON.stringify(results, null, 2)}\n`);
-  log(`\nwrote ${file}; ${seconds.toFixed(0)} s in all`);
+  const chart = writeChart(results, file);
+  log(`\nwrote ${file} and ${chart}; ${seconds.toFixed(0)} s in all`);
 } finally {
   admin.disconnect();
   await redis.stop();

@@ -17,6 +17,14 @@
  *   SOAK_OWN_REDIS=1        start a private redis-server (on the PATH) on a free port instead
  *                           of REDIS_URL: a shared Redis that others flush or block with slow
  *                           scripts makes the limiter time out (fail-open) or forget
+ *   SOAK_FAILOVER=sentinel  instead: a private Sentinel group (redis-server on the PATH), failed
+ *   SOAK_FAILOVER_EVERY=120 over every so many seconds, handover and crash in turn (see
+ *                           soak-failover.ts). Each identity may then also keep what it was
+ *                           admitted fail-open, and inside the failover windows (split brain:
+ *                           the writes the new primary never saw), plus one per failover (a
+ *                           write in flight at a crash), as in the failover tests. The 10-minute
+ *                           run with a failover every 2 minutes:
+ *     SOAK_FAILOVER=sentinel SOAK_FAILOVER_EVERY=120 SOAK_SECONDS=600 npm run soak
  */
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -24,6 +32,7 @@ import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { parseRate } from 'nest-rate-limit';
 import { freePort } from '../demo/app.js';
+import { SentinelFailovers } from './soak-failover.js';
 
 const env = process.env;
 let REDIS_URL = env.REDIS_URL ?? 'redis://127.0.0.1:6379';
@@ -39,6 +48,12 @@ const SAMPLE_MS = 10_000;
 const WARMUP_MS = Math.min(60_000, (SECONDS * 1000) / 2);
 const TIMEOUT_MS = 5000;
 const MB = 1024 * 1024;
+const FAILOVER = env.SOAK_FAILOVER;
+const FAILOVER_EVERY_MS = Number(env.SOAK_FAILOVER_EVERY ?? 120) * 1000;
+/** After a failover window, fail-open answers may go on until the breaker's probe succeeds. */
+const FAILOVER_GRACE_MS = 2000;
+if (FAILOVER !== undefined && FAILOVER !== 'sentinel')
+  throw new Error(`SOAK_FAILOVER=${FAILOVER}: only 'sentinel' is supported`);
 
 const { limit, periodMs } = parseRate(RATE);
 const capacity = limit; // token bucket, burst = limit
@@ -48,11 +63,18 @@ const failures: string[] = [];
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /** The app as a child process; resolves once /heap answers. */
-async function startApp() {
+async function startApp(extraEnv: Record<string, string> = {}) {
   const port = await freePort();
   const main = fileURLToPath(new URL('./soak-app.js', import.meta.url));
   const child = spawn(process.execPath, ['--expose-gc', main], {
-    env: { ...env, REDIS_URL, SOAK_PREFIX: prefix, SOAK_RATE: RATE, PORT: String(port) },
+    env: {
+      ...env,
+      REDIS_URL,
+      SOAK_PREFIX: prefix,
+      SOAK_RATE: RATE,
+      PORT: String(port),
+      ...extraEnv,
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const log: string[] = [];
@@ -100,6 +122,8 @@ interface Identity {
   admitted: number;
   /** Admitted without rate-limit headers: the store failed and the route failed open. */
   failOpen: number;
+  /** When each admission with headers was sent (`performance.now()` ms), with SOAK_FAILOVER. */
+  storedAt: number[];
 }
 
 /** A private redis-server on a free port, without persistence. */
@@ -128,12 +152,18 @@ async function startRedis(): Promise<() => void> {
 }
 
 async function main(): Promise<boolean> {
-  const stopRedis = OWN_REDIS ? await startRedis() : undefined;
-  const redis = new Redis(REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 1 });
+  const failovers = FAILOVER ? await SentinelFailovers.start() : undefined;
+  const stopRedis = OWN_REDIS && !failovers ? await startRedis() : undefined;
+  const redis = failovers
+    ? new Redis({ ...failovers.redisOptions, lazyConnect: true, maxRetriesPerRequest: 1 })
+    : new Redis(REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 1 });
+  // Failovers drop its connection on purpose: ioredis reconnects; nothing to report.
+  if (failovers) redis.on('error', () => {});
   await redis.connect().catch((error: unknown) => {
     throw new Error(`no Redis at ${REDIS_URL}: ${String(error)}`);
   });
-  const app = await startApp();
+  if (failovers) REDIS_URL = `Sentinel ${failovers.env.REDIS_SENTINELS}`;
+  const app = await startApp(failovers?.env);
   console.log(
     `soak ${run}: ${RATE} per x-user, ${RPS} req/s for ${SECONDS} s, ${IDENTITIES} identities ` +
       `per ${ROTATE_MS / 1000} s generation (each ${((RPS / IDENTITIES) * (periodMs / 1000)).toFixed(0)} ` +
@@ -145,6 +175,8 @@ async function main(): Promise<boolean> {
   const identities = new Map<string, Identity>();
   const errors: string[] = [];
   let missingHeaders = 0;
+  /** Sent times of the answers without headers, with SOAK_FAILOVER: fail-open is expected in its windows. */
+  const unheadered: number[] = [];
   let sent = 0;
   let inflight = 0;
   let maxInflight = 0;
@@ -157,7 +189,14 @@ async function main(): Promise<boolean> {
     const id =
       identities.get(user) ??
       identities
-        .set(user, { first: performance.now(), last: 0, sent: 0, admitted: 0, failOpen: 0 })
+        .set(user, {
+          first: performance.now(),
+          last: 0,
+          sent: 0,
+          admitted: 0,
+          failOpen: 0,
+          storedAt: [],
+        })
         .get(user)!;
     id.sent++;
     const at = performance.now();
@@ -171,8 +210,9 @@ async function main(): Promise<boolean> {
       if (response.status === 200) id.admitted++;
       if (!response.headers.get('ratelimit')) {
         missingHeaders++;
+        if (failovers) unheadered.push(at);
         if (response.status === 200) id.failOpen++;
-      }
+      } else if (failovers && response.status === 200) id.storedAt.push(at);
       if (response.status === 429 && !(Number(response.headers.get('retry-after')) >= 1))
         count('429 without Retry-After');
     } catch (error) {
@@ -220,6 +260,9 @@ async function main(): Promise<boolean> {
   const start = performance.now();
   await sample(0);
   const end = start + SECONDS * 1000;
+  const failing = failovers?.run(FAILOVER_EVERY_MS, start, end).catch((error: unknown) => {
+    failures.push(`failover: ${error instanceof Error ? error.message : String(error)}`);
+  });
   let nextSample = start + SAMPLE_MS;
   let cursor = 0;
   const pending = new Set<Promise<void>>();
@@ -246,6 +289,7 @@ async function main(): Promise<boolean> {
     await sleep(5);
   }
   await Promise.all(pending);
+  await failing;
   const elapsed = (performance.now() - start) / 1000;
   await sample(performance.now() - start);
   await app.stop();
@@ -261,6 +305,7 @@ async function main(): Promise<boolean> {
   } while (scan !== '0');
   await redis.quit();
   stopRedis?.();
+  await failovers?.stop();
 
   // Verdicts.
   const tally = [...statuses].map(([k, n]) => `${k}: ${n}`).join(', ');
@@ -278,8 +323,28 @@ async function main(): Promise<boolean> {
   );
   for (const [k, n] of statuses) if (k !== '200' && k !== '429') failures.push(`${n} × ${k}`);
   if (errors.length) console.log(`first errors:\n  ${errors.join('\n  ')}`);
-  if (missingHeaders)
+  const windows = failovers?.windows ?? [];
+  const inWindow = (at: number, grace = 0) =>
+    windows.some((w) => at >= w.from && at <= w.to + grace);
+  if (failovers) {
+    const outsideAt = unheadered.filter((at) => !inWindow(at, FAILOVER_GRACE_MS));
+    const outside = outsideAt.length;
+    // Where they fell, by 10 s of the run: a loaded machine's timeouts, or a slow recovery.
+    const buckets = new Map<number, number>();
+    for (const at of outsideAt) {
+      const t = Math.floor((at - start) / 10_000) * 10;
+      buckets.set(t, (buckets.get(t) ?? 0) + 1);
+    }
+    console.log(
+      `failovers: ${windows.length}; answers without headers (fail-open) ${missingHeaders}, ` +
+        `of which ${outside} outside the failover windows (+${FAILOVER_GRACE_MS} ms)` +
+        (outside ? `: ${[...buckets].map(([t, n]) => `${n} at t=${t}s`).join(', ')}` : ''),
+    );
+    if (windows.length === 0) failures.push('no failover happened');
+    if (outside) failures.push(`${outside} responses without RateLimit header outside failovers`);
+  } else if (missingHeaders) {
     failures.push(`${missingHeaders} responses without RateLimit header (fail-open?)`);
+  }
   if (received !== sent) failures.push(`sent ${sent} but received ${received}`);
   if (!statuses.get('429'))
     failures.push('no 429 at all: the identities never exceeded their quota');
@@ -289,14 +354,33 @@ async function main(): Promise<boolean> {
   let admittedTotal = 0;
   let failOpenTotal = 0;
   let overByLimiter = 0;
+  // With failovers, what the failover tests bound: the excess over the quota, per identity.
+  let overQuota = 0;
+  let excess = 0;
+  /** Of the excess, what the store decided (fail-open admissions left out): lost writes. */
+  let storedExcess = 0;
+  let worstExcess = { user: '', excess: 0, slack: 0 };
   for (const [user, id] of identities) {
-    const bound = capacity + Math.floor(((id.last - id.first) * limit) / periodMs);
+    const quota = capacity + Math.floor(((id.last - id.first) * limit) / periodMs);
+    const slack = failovers
+      ? id.failOpen +
+        id.storedAt.filter((at) => inWindow(at)).length +
+        windows.filter((w) => w.to >= id.first && w.from <= id.last).length
+      : 0;
+    const bound = quota + slack;
+    if (failovers && id.admitted > quota) {
+      overQuota++;
+      excess += id.admitted - quota;
+      storedExcess += Math.max(0, id.admitted - id.failOpen - quota);
+      if (id.admitted - quota > worstExcess.excess)
+        worstExcess = { user, excess: id.admitted - quota, slack };
+    }
     admittedTotal += id.admitted;
     failOpenTotal += id.failOpen;
     // Admissions the limiter decided (with headers) must hold the bound even when fail-open ones do not.
     if (id.admitted - id.failOpen > bound) overByLimiter++;
-    const slack = bound - id.admitted;
-    if (slack < worst.slack) worst = { user, admitted: id.admitted, bound, slack };
+    const left = bound - id.admitted;
+    if (left < worst.slack) worst = { user, admitted: id.admitted, bound, slack: left };
     if (id.admitted > bound) {
       over++;
       if (over <= 5)
@@ -312,6 +396,13 @@ async function main(): Promise<boolean> {
     `admitted fail-open (store timeout or breaker open, no headers): ${failOpenTotal}; ` +
       `identities over the bound counting only the limiter's own admissions: ${overByLimiter}`,
   );
+  if (failovers)
+    console.log(
+      `over-admission with failovers: ${overQuota} identities admitted beyond their quota, ` +
+        `${excess} admissions in all, ${storedExcess} of them not fail-open; the largest, ${worstExcess.user || 'none'}: ` +
+        `${worstExcess.excess} over its quota, allowed ${worstExcess.slack} (fail-open + admitted ` +
+        `inside failover windows + 1 per failover)`,
+    );
   console.log(`Redis keys of the run at the end: ${keysLeft} (deleted)`);
   if (keysLeft > 2 * IDENTITIES)
     failures.push(`${keysLeft} Redis keys left: old identities did not expire`);

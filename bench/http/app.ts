@@ -27,6 +27,7 @@ import { ThrottlerStorageRedisService } from '@nest-lab/throttler-storage-redis'
 import { Redis } from 'ioredis';
 import { ConcurrencyLimit, RateLimit, RateLimitModule } from 'nest-rate-limit';
 import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
+import { floorCall, floorClient } from '../floor.js';
 // Types only: importing the orchestrator's code would load autocannon into every app.
 import type { HttpPlatform, HttpVariant } from './index.js';
 
@@ -123,6 +124,19 @@ class RlfGuard implements CanActivate {
   }
 }
 
+/**
+ * The floor (see bench/floor.ts): one EVALSHA of an empty script per request, on a client
+ * tuned as the module's; admits everything and sets no header.
+ */
+class FloorGuard implements CanActivate {
+  constructor(private readonly client: Redis) {}
+
+  async canActivate(): Promise<boolean> {
+    await floorCall(this.client);
+    return true;
+  }
+}
+
 /** The module metadata of one variant. `prefix` keeps its Redis keys apart from the others'. */
 function variantModule(variant: HttpVariant, redisUrl: string, prefix: string): ModuleMetadata {
   const nrl = (options: Parameters<typeof RateLimitModule.forRoot>[0]) => ({
@@ -133,6 +147,17 @@ function variantModule(variant: HttpVariant, redisUrl: string, prefix: string): 
   switch (variant) {
     case 'none':
       return { controllers: [HiController] };
+    case 'floor-redis':
+      return {
+        controllers: [HiController],
+        providers: [
+          {
+            provide: APP_GUARD,
+            // Connected and the script loaded before the app listens, as the module waits for its client.
+            useFactory: async () => new FloorGuard(await floorClient(redisUrl)),
+          },
+        ],
+      };
     case 'nrl-tb':
       return nrl({ redis: redisUrl, default: perMinute, algorithm: 'token-bucket' });
     case 'nrl-gcra':

@@ -15,6 +15,7 @@ export const HTTP_PLATFORMS = ['express', 'fastify'] as const;
 export type HttpPlatform = (typeof HTTP_PLATFORMS)[number];
 export const HTTP_VARIANTS = [
   'none',
+  'floor-redis',
   'nrl-tb',
   'nrl-gcra',
   'nrl-sw',
@@ -68,7 +69,8 @@ export interface HttpBenchOptions {
 }
 
 const APP = fileURLToPath(new URL('./app.js', import.meta.url));
-const READY_TIMEOUT_MS = 20_000;
+// All apps boot side by side (ten and more on two cores): on a busy machine that takes a while.
+const READY_TIMEOUT_MS = 60_000;
 const WARMUP_S = 1;
 
 /** Apps still running, killed should this process exit without stopping them. */
@@ -275,9 +277,17 @@ function table(platform: HttpPlatform, rows: HttpRow[], connections: number): st
     '×none',
     'CPU µs/req',
     '+µs',
+    '+µs ×floor',
+    '+µs ×rlf',
     'per-round req/s',
   ];
-  const cpuNone = rows.find((r) => r.variant === 'none')?.cpuUsPerRequest ?? NaN;
+  const cpu = (variant: string) => rows.find((r) => r.variant === variant)?.cpuUsPerRequest ?? NaN;
+  const cpuNone = cpu('none');
+  // What the floor and the peer add: each variant's +µs is read as a multiple of theirs.
+  const floorAdded = cpu('floor-redis') - cpuNone;
+  const rlfAdded = cpu('rlf-redis') - cpuNone;
+  // A base of 0 or less (noise on a variant that adds next to nothing) gives no ratio.
+  const times = (added: number, base: number) => (base > 0 ? (added / base).toFixed(2) : '–');
   const body = rows.map((r) => [
     r.non2xx ? `${r.variant} !` : r.variant,
     r.rps.toFixed(0),
@@ -288,6 +298,8 @@ function table(platform: HttpPlatform, rows: HttpRow[], connections: number): st
     r.p99Ratio.toFixed(2),
     r.cpuUsPerRequest.toFixed(1),
     (r.cpuUsPerRequest - cpuNone).toFixed(1),
+    r.variant === 'none' ? '' : times(r.cpuUsPerRequest - cpuNone, floorAdded),
+    r.variant === 'none' ? '' : times(r.cpuUsPerRequest - cpuNone, rlfAdded),
     r.rounds.map((x) => x.toFixed(0)).join(' '),
   ]);
   const widths = header.map((h, i) => Math.max(h.length, ...body.map((cells) => cells[i]!.length)));
@@ -301,7 +313,7 @@ function table(platform: HttpPlatform, rows: HttpRow[], connections: number): st
       .trimEnd();
   const flagged = rows.filter((r) => r.non2xx);
   return [
-    `HTTP ${platform}, ${connections} connections, median of ${rows[0]?.rounds.length ?? 0} rounds (×none paired per round; CPU: the app process's own, per request):`,
+    `HTTP ${platform}, ${connections} connections, median of ${rows[0]?.rounds.length ?? 0} rounds (×none paired per round; CPU: the app process's own, per request; +µs: CPU added over none, ×floor and ×rlf: as a multiple of what floor-redis and rlf-redis add):`,
     format(header),
     ...body.map(format),
     ...(flagged.length

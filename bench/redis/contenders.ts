@@ -6,6 +6,7 @@ import { ThrottlerStorageRedisService } from '@nest-lab/throttler-storage-redis'
 import { Redis } from 'ioredis';
 import { RateLimiter, RedisStore, type PolicyInput } from 'nest-rate-limit';
 import { RateLimiterRedis } from 'rate-limiter-flexible';
+import { FLOOR_LUA, floorCall } from '../floor.js';
 
 // The script is internal to the package: read it from the built files the package links to
 // (the CommonJS build, which the ESM entry re-exports).
@@ -91,6 +92,17 @@ export function contenders(client: Redis, budget: Budget = BUSY): Contender[] {
       one(algorithm),
     ),
   );
+  // First, as the baseline of the tables (as `none` is in the HTTP part).
+  list.unshift({
+    name: 'floor',
+    what: 'EVALSHA of an empty script: a round trip that decides nothing',
+    decide: async () => {
+      await floorCall(client);
+      return true;
+    },
+    command: 'evalsha',
+    script: { lua: FLOOR_LUA, keys: [], args: [] },
+  });
   // A fractional emission interval (142.86 ms) takes the GET of the sub-ms credit.
   list.push(
     ours(

@@ -26,7 +26,8 @@ export async function runMemoryBench(options: {
   const { admin, identities } = options;
   const rows: MemoryRow[] = [];
   for (const c of options.contenders) {
-    if (c.name === 'nrl-stacked' || c.name === 'nrl-gcra-7ps') continue; // 2 × one; a 7/s debt expires within the run
+    // 2 × one; a 7/s debt expires within the run; the floor keeps nothing.
+    if (c.name === 'nrl-stacked' || c.name === 'nrl-gcra-7ps' || c.name === 'floor') continue;
     // A private Redis: each contender starts from an empty one.
     await admin.flushall();
     const before = await usedMemory(admin);

@@ -1,6 +1,7 @@
 /**
  * Part 3b: each script under redis-benchmark (EVALSHA, random identities), which gives the
- * Redis-side cost without Node in the way. An empty script and one INCR set the floor.
+ * Redis-side cost without Node in the way. The `floor` contender (an empty script) and one
+ * INCR set the scale.
  */
 import { spawn } from 'node:child_process';
 import type { Redis } from 'ioredis';
@@ -15,13 +16,12 @@ export interface ScriptRow {
   callsPerSecond: number;
 }
 
-const FLOOR = [
-  { name: 'empty script', lua: 'return 1', keys: [] as string[], args: [] as (string | number)[] },
+const SCALE = [
   {
     name: 'one INCR',
     lua: "return redis.call('INCR', KEYS[1])",
     keys: ['incr:__rand_int__'],
-    args: [],
+    args: [] as (string | number)[],
   },
 ];
 
@@ -52,7 +52,7 @@ export async function runScriptBench(options: {
   requests: number;
   log: (line: string) => void;
 }): Promise<ScriptRow[]> {
-  const scripts = [...FLOOR, ...options.contenders.map((c) => ({ name: c.name, ...c.script }))];
+  const scripts = [...SCALE, ...options.contenders.map((c) => ({ name: c.name, ...c.script }))];
   const usec = new Map<string, number[]>();
   const rps = new Map<string, number[]>();
   for (let round = 0; round < options.rounds; round++) {
@@ -85,16 +85,18 @@ export async function runScriptBench(options: {
     callsPerSecond: median(rps.get(s.name)!),
   }));
   const rlf = rows.find((r) => r.script === 'rlf-redis')!;
+  const floor = rows.find((r) => r.script === 'floor')!;
   options.log(
     `\nPart 3b. redis-benchmark EVALSHA, ${options.requests} calls, c=16, 100000 random identities (median of ${options.rounds})`,
   );
   options.log(
     table(
-      ['script', 'usec_per_call', '×rlf', 'calls/s'],
+      ['script', 'usec_per_call', '×rlf', '×floor', 'calls/s'],
       rows.map((r) => [
         r.script,
         fmt(r.usecPerCall),
         fmt(r.usecPerCall / rlf.usecPerCall),
+        fmt(r.usecPerCall / floor.usecPerCall),
         Math.round(r.callsPerSecond),
       ]),
     ),

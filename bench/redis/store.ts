@@ -114,17 +114,23 @@ function push<K>(map: Map<K, number[]>, key: K, value: number) {
 function printStore(rows: StoreRow[], options: StoreOptions) {
   const rlf = rows.find((r) => r.contender === 'rlf-redis')!;
   const gcra = rows.find((r) => r.contender === 'nrl-gcra')!;
+  const floor = rows.find((r) => r.contender === 'floor')!;
   options.log(
-    `\nPart 2. Store level: decisions/s (median of ${options.rounds} interleaved rounds), ${options.identities} identities`,
+    `\nPart 2. Store level: decisions/s (median of ${options.rounds} interleaved rounds), ${options.identities} identities; ×floor: the share of an empty script's rate reached`,
   );
   options.log(
     table(
-      ['contender', ...options.concurrencies.flatMap((n) => [`c=${n}/s`, '×rlf']), 'denied'],
+      [
+        'contender',
+        ...options.concurrencies.flatMap((n) => [`c=${n}/s`, '×rlf', '×floor']),
+        'denied',
+      ],
       rows.map((r) => [
         r.contender,
         ...options.concurrencies.flatMap((n) => [
           Math.round(r.perSecond[n]!),
           fmt(r.perSecond[n]! / rlf.perSecond[n]!),
+          fmt(r.perSecond[n]! / floor.perSecond[n]!),
         ]),
         r.denied,
       ]),
@@ -135,13 +141,23 @@ function printStore(rows: StoreRow[], options: StoreOptions) {
   );
   options.log(
     table(
-      ['contender', 'command', 'usec_per_call', '×rlf', '×nrl-gcra', 'calls/decision', 'what'],
+      [
+        'contender',
+        'command',
+        'usec_per_call',
+        '×rlf',
+        '×nrl-gcra',
+        '×floor',
+        'calls/decision',
+        'what',
+      ],
       rows.map((r) => [
         r.contender,
         r.command,
         fmt(r.usecPerCall),
         fmt(r.usecPerCall / rlf.usecPerCall),
         fmt(r.usecPerCall / gcra.usecPerCall),
+        fmt(r.usecPerCall / floor.usecPerCall),
         fmt(r.callsPerDecision),
         r.what,
       ]),

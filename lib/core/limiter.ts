@@ -256,49 +256,55 @@ export class RateLimiter {
     return boundedCall(() => call(this.store), RESET_TIMEOUT_MS, undefined);
   }
 
-  private async run(
+  private run(
     entries: readonly LimitEntry[],
     options: ConsumeOptions,
     peek: boolean,
     spent?: (policies: readonly StorePolicy[], outcomes: readonly StoreOutcome[]) => void,
   ): Promise<Decision> {
     const { cost = 1, scope = 'global' } = options;
-    checkCost(cost, undefined, undefined);
-    checkScope(scope);
     const policies: Policy[] = [];
-    const storePolicies = storePoliciesOf(
-      this.prefix,
-      entries,
-      scope,
-      cost,
-      peek,
-      policies,
-      spent !== undefined,
-    );
+    let storePolicies: StorePolicy[];
+    try {
+      checkCost(cost, undefined, undefined);
+      checkScope(scope);
+      storePolicies = storePoliciesOf(
+        this.prefix,
+        entries,
+        scope,
+        cost,
+        peek,
+        policies,
+        spent !== undefined,
+      );
+    } catch (error) {
+      return Promise.reject(error as Error);
+    }
     const cache = peek || options.denyCache === false ? undefined : this.denials;
     let signature = '';
     if (cache) {
       for (const p of storePolicies) signature += `${p.key}\0${p.cost}\0${p.limit}/${p.periodMs}\n`;
       const remembered = cache.get(signature);
-      if (remembered) return remembered;
+      if (remembered) return Promise.resolve(remembered);
     }
-    const outcomes = await boundedCall(
-      () => this.store.consume(storePolicies),
-      this.timeoutMs,
-      this.breaker,
+    // No async function here: each would add a promise and a turn of the microtask queue
+    // to every request.
+    return boundedCall(() => this.store.consume(storePolicies), this.timeoutMs, this.breaker).then(
+      (outcomes) => {
+        spent?.(storePolicies, outcomes);
+        let decision = decisionOf(policies, outcomes);
+        const leases = decision.allowed ? leasesOf(storePolicies, outcomes) : undefined;
+        if (leases) decision = { ...decision, leases };
+        if (cache && !decision.allowed && !slotRefused(storePolicies, outcomes)) {
+          cache.remember(
+            signature,
+            decision,
+            entries.map((e) => identityKeyPrefix(this.prefix, e.identity)),
+          );
+        }
+        return decision;
+      },
     );
-    spent?.(storePolicies, outcomes);
-    let decision = decisionOf(policies, outcomes);
-    const leases = decision.allowed ? leasesOf(storePolicies, outcomes) : undefined;
-    if (leases) decision = { ...decision, leases };
-    if (cache && !decision.allowed && !slotRefused(storePolicies, outcomes)) {
-      cache.remember(
-        signature,
-        decision,
-        entries.map((e) => identityKeyPrefix(this.prefix, e.identity)),
-      );
-    }
-    return decision;
   }
 }
 

@@ -1,4 +1,5 @@
 import type { CircuitBreaker } from './circuit-breaker.js';
+import { deadlineIn } from './deadlines.js';
 import { RateLimitBackendError } from './errors.js';
 
 /**
@@ -23,18 +24,10 @@ export function boundedCall<T>(
     // Only the first outcome counts: a reply that arrives after the timeout is ignored,
     // so a slow store keeps failing (and opens the circuit) instead of looking healthy.
     let settled = false;
-    const settle = (ok: boolean, finish: () => void) => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(timer);
-      if (ok) breaker?.succeeded();
-      else breaker?.failed();
-      finish();
-    };
-    const timer =
+    const deadline =
       timeoutMs === Infinity
         ? undefined
-        : setTimeout(() => {
+        : deadlineIn(timeoutMs, () => {
             const error = new RateLimitBackendError(
               'timeout',
               `rate-limit store did not answer within ${timeoutMs} ms`,
@@ -42,8 +35,13 @@ export function boundedCall<T>(
             // After an event-loop stall, timers run before the replies already sitting in
             // the socket are read. setImmediate waits out that I/O phase, so a reply that
             // did arrive in time still wins, and a stall alone never fails a call.
-            setImmediate(() => settle(false, () => reject(error)));
-          }, timeoutMs);
+            setImmediate(() => {
+              if (settled) return;
+              settled = true;
+              breaker?.failed();
+              reject(error);
+            });
+          });
     // A store that throws instead of rejecting is a failed call like any other.
     let pending: Promise<T>;
     try {
@@ -52,8 +50,20 @@ export function boundedCall<T>(
       pending = Promise.reject(error);
     }
     pending.then(
-      (value) => settle(true, () => resolve(value)),
-      (error: unknown) => settle(false, () => reject(toBackendError(error))),
+      (value) => {
+        if (settled) return;
+        settled = true;
+        if (deadline) deadline.done = true;
+        breaker?.succeeded();
+        resolve(value);
+      },
+      (error: unknown) => {
+        if (settled) return;
+        settled = true;
+        if (deadline) deadline.done = true;
+        breaker?.failed();
+        reject(toBackendError(error));
+      },
     );
   });
 }

@@ -96,6 +96,24 @@ function forwardedFor(request: RequestLike, n: number): string | undefined {
  * operator can pass back what they were shown.
  */
 export function normalizeIp(address: string, ipv6Subnet = 64): string | undefined {
+  // The usual case, on every request: a plain IPv4 address, nothing to trim or reduce.
+  if (isIP(address) === 4) return address;
+  const key = `${ipv6Subnet}/${address}`;
+  let normalized = normalized6.get(key);
+  if (normalized === undefined && !normalized6.has(key)) {
+    normalized = normalize(address, ipv6Subnet);
+    // A bounded memo of the last addresses seen: the URL parser behind `canonical` costs
+    // microseconds, and a client sends many requests. Emptied when full, never grown.
+    if (normalized6.size >= MEMO_SIZE) normalized6.clear();
+    normalized6.set(key, normalized);
+  }
+  return normalized;
+}
+
+const MEMO_SIZE = 4096;
+const normalized6 = new Map<string, string | undefined>();
+
+function normalize(address: string, ipv6Subnet: number): string | undefined {
   // Some proxies append a port: `203.0.113.7:5678`, `[2001:db8::1]:443`.
   const trimmed = address
     .trim()

@@ -79,6 +79,7 @@ export class RouteCheck implements OnModuleInit, OnApplicationShutdown {
       });
       for (const { type, method } of scan.handlers) this.runtime.routeOf(type, method);
     } catch (error) {
+      this.runtime.close();
       await release(this.resources);
       throw error;
     }
@@ -88,6 +89,7 @@ export class RouteCheck implements OnModuleInit, OnApplicationShutdown {
 
   onApplicationShutdown(): void {
     this.servers?.unsubscribe();
+    this.runtime.close();
   }
 
   /** Reports RPC handlers keyed by address on each microservice server that gives none. */

@@ -107,6 +107,7 @@ export class RateLimitMetrics {
   private readonly registered: { name: string; metric: unknown }[] = [];
   private circuit: () => CircuitState = () => 'closed';
   private insured: () => boolean = () => false;
+  private instances: () => number | undefined = () => undefined;
 
   /** @throws {RateLimitConfigError} when a metric of the same name is already registered */
   constructor(
@@ -121,6 +122,7 @@ export class RateLimitMetrics {
       circuitOpen: `${prefix}circuit_open`,
       nearLimit: `${prefix}near_limit_total`,
       insurance: `${prefix}insurance_in_force`,
+      instances: `${prefix}instances`,
     };
     for (const name of Object.values(names)) {
       if (registry.getSingleMetric(name) !== undefined) {
@@ -187,6 +189,18 @@ export class RateLimitMetrics {
         },
       }),
     );
+    const instances = () => this.instances();
+    track(
+      names.instances,
+      new prom.Gauge({
+        name: names.instances,
+        help: "Processes sharing the store that insurance limits (onStoreFailure: 'local') divide by: the instances option, or the count learned from the store; 0 while unknown.",
+        registers,
+        collect(this: { set(value: number): void }) {
+          this.set(instances() ?? 0);
+        },
+      }),
+    );
     this.nearLimit = track(
       names.nearLimit,
       new prom.Counter({
@@ -198,9 +212,13 @@ export class RateLimitMetrics {
     );
   }
 
-  /** Reads whether insurance limits are in force when the registry is scraped. */
-  watchInsurance(inForce: () => boolean): void {
+  /**
+   * Reads, when the registry is scraped, whether insurance limits are in force and how many
+   * processes they divide by (undefined: unknown).
+   */
+  watchInsurance(inForce: () => boolean, instances: () => number | undefined): void {
     this.insured = inForce;
+    this.instances = instances;
   }
 
   /** Reads the circuit breaker's state when the registry is scraped. */

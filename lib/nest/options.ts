@@ -60,9 +60,23 @@ export interface RateLimitModuleOptions {
   onStoreFailure?: StoreFailureMode;
   /**
    * How many processes share the store: the insurance limit of a policy is
-   * `ceil(limit / instances)`. Required when any policy is `onStoreFailure: 'local'`.
+   * `ceil(limit / instances)`, at least 1. Given, it wins. Not given, each process learns it
+   * from the store while the store is healthy (every `announceIntervalMs`, off the request
+   * path) and keeps the last count through an outage; that needs the module's own Redis
+   * client (`redis`), the memory store counts 1, and a custom `store` cannot be asked. A
+   * process that has learned nothing (it never reached the store) admits 1 per period per
+   * policy while the store fails: it cannot tell one peer from a hundred, so it takes the
+   * smallest share rather than the whole limit. An integer >= 1.
    */
   instances?: number;
+  /**
+   * How often each process announces itself in the store to learn `instances`, in **ms**; an
+   * announcement counts for three intervals, so a process that stops (or loses the store)
+   * drops out of the others' count 20 to 30 s later by default. Only used when `instances` is
+   * not given and a policy is `onStoreFailure: 'local'`. An integer from 10 to 2^31-1;
+   * default 10,000.
+   */
+  announceIntervalMs?: number;
   /** Longest wait for the store per request, in **ms**. Default 100. */
   timeoutMs?: number;
   /** `'shadow'`: decide and count, log would-be denials, refuse nothing, send no headers. Default `'enforce'`. */

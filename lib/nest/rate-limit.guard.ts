@@ -13,6 +13,9 @@ import type { Transport } from './transports/transport.js';
 /** The outcome of a call left alone (kill switch off, or skipped): no headers, nothing later. */
 const SKIPPED: RequestOutcome = Object.freeze({ allowed: true, headers: {} });
 
+/** What `canActivate` answers for a call it leaves alone. */
+const ADMIT = Promise.resolve(true);
+
 /** The status `settle` is given for a request the route's own guards admitted (see `count`). */
 const ADMITTED = 200;
 
@@ -42,38 +45,52 @@ export class RateLimitGuard implements CanActivate {
    */
   standAside = false;
 
-  async canActivate(ctx: ExecutionContext): Promise<boolean> {
-    if (this.standAside) return true;
+  canActivate(ctx: ExecutionContext): Promise<boolean> {
+    if (this.standAside) return ADMIT;
     const found = transportOf(ctx);
-    if (found === undefined) return true;
-    let transport: Transport;
+    if (found === undefined) return ADMIT;
+    // A promise only the first time a transport with an optional peer is met.
+    if (isThenable(found)) {
+      return Promise.resolve(found).then(
+        (transport) => this.activate(ctx, transport),
+        (error: unknown) => this.unreadable(ctx, error),
+      );
+    }
+    return this.activate(ctx, found);
+  }
+
+  private activate(ctx: ExecutionContext, transport: Transport): Promise<boolean> {
     let carrier: object | undefined;
     let stored: RequestOutcome | Promise<RequestOutcome> | undefined;
     let request: RequestLike | undefined;
     try {
-      // A promise only the first time a transport with an optional peer is met.
-      transport = isThenable(found) ? await found : found;
       carrier = transport.carrier(ctx);
-      if (carrier === undefined) return true;
+      if (carrier === undefined) return ADMIT;
       stored = storedDecision(carrier);
       if (stored === undefined) request = transport.request(ctx);
     } catch (error) {
-      // A transport that cannot read this context leaves it unlimited rather than fail it.
-      this.runtime.reportConfigError(`transport ${ctx.getType()}`, error);
-      return true;
+      return Promise.resolve(this.unreadable(ctx, error));
     }
     if (stored !== undefined) return this.decidedBefore(ctx, stored);
     // Stored while it is being decided: calls that share the carrier at once (the items of a
     // GraphQL list under one field) wait for this decision rather than count again.
     const deciding = this.decide(ctx, transport, request, carrier);
     storeOutcome(carrier, deciding);
-    const outcome = await deciding;
-    storeOutcome(carrier, outcome);
-    if (outcome === SKIPPED) return true;
-    // Before `send`, which throws a refusal: slots taken before a later refusal still end.
-    if (outcome.release) transport.onDone?.(ctx, outcome.release);
-    this.send(ctx, transport, outcome);
-    if (outcome.settle) transport.onSent?.(ctx, outcome.settle);
+    const on = carrier;
+    return deciding.then((outcome) => {
+      storeOutcome(on, outcome);
+      if (outcome === SKIPPED) return true;
+      // Before `send`, which throws a refusal: slots taken before a later refusal still end.
+      if (outcome.release) transport.onDone?.(ctx, outcome.release);
+      this.send(ctx, transport, outcome);
+      if (outcome.settle) transport.onSent?.(ctx, outcome.settle);
+      return true;
+    });
+  }
+
+  /** A transport that cannot read this context leaves it unlimited rather than fail it. */
+  private unreadable(ctx: ExecutionContext, error: unknown): boolean {
+    this.runtime.reportConfigError(`transport ${ctx.getType()}`, error);
     return true;
   }
 
@@ -146,33 +163,83 @@ export class RateLimitGuard implements CanActivate {
    * The outcome of one call: {@link SKIPPED} when the kill switch is off or the call is
    * skipped. Rejects only with the `RateLimitConfigError` of a route with invalid policies.
    */
-  private async decide(
+  private decide(
     ctx: ExecutionContext,
     transport: Transport,
     request: RequestLike | undefined,
     carrier: object,
   ): Promise<RequestOutcome> {
     const { enabled } = this.runtime.options;
-    if (enabled === false || (typeof enabled === 'function' && !(await this.switchedOn(enabled))))
-      return SKIPPED;
-    // The allow-list before `skip`, and apart from `shouldSkip`: a subclass that overrides
-    // it keeps the list. Awaited only when it is a promise: a microtask less per request.
-    const skip = this.runtime.allowList?.allows(request) === true || this.shouldSkip(ctx);
-    if (typeof skip === 'boolean' ? skip : await skip) return SKIPPED;
+    if (enabled === false) return Promise.resolve(SKIPPED);
+    if (typeof enabled === 'function') return this.decideWhenOn(ctx, transport, request, carrier);
+    let skip: boolean | Promise<boolean>;
+    let first: Promise<RequestOutcome>;
     try {
-      const first = await this.runtime.evaluate(ctx, request);
-      if (!first.allowed) return first;
+      // The allow-list before `skip`, and apart from `shouldSkip`: a subclass that overrides
+      // it keeps the list.
+      skip = this.runtime.allowList?.allows(request) === true || this.shouldSkip(ctx);
+      if (skip === true) return Promise.resolve(SKIPPED);
+      if (skip !== false) return this.decideWhenOn(ctx, transport, request, carrier);
+      first = this.runtime.evaluate(ctx, request);
+    } catch (error) {
+      return this.undecided(transport, error);
+    }
+    // No async function on this path: each would add promises and microtask turns.
+    return first.then(
+      (outcome) => this.afterFirst(ctx, transport, request, carrier, outcome),
+      (error: unknown) => this.undecided(transport, error),
+    );
+  }
+
+  /** {@link RateLimitGuard.decide} with an `enabled` function, or a `skip` that answers later. */
+  private async decideWhenOn(
+    ctx: ExecutionContext,
+    transport: Transport,
+    request: RequestLike | undefined,
+    carrier: object,
+  ): Promise<RequestOutcome> {
+    const { enabled } = this.runtime.options;
+    if (typeof enabled === 'function' && !(await this.switchedOn(enabled))) return SKIPPED;
+    let first: RequestOutcome;
+    try {
+      const skip = this.runtime.allowList?.allows(request) === true || this.shouldSkip(ctx);
+      if (typeof skip === 'boolean' ? skip : await skip) return SKIPPED;
+      first = await this.runtime.evaluate(ctx, request);
+    } catch (error) {
+      return this.undecided(transport, error);
+    }
+    return this.afterFirst(ctx, transport, request, carrier, first);
+  }
+
+  /** After the first decision: the policies that wait for the route's own guards, if any. */
+  private afterFirst(
+    ctx: ExecutionContext,
+    transport: Transport,
+    request: RequestLike | undefined,
+    carrier: object,
+    first: RequestOutcome,
+  ): RequestOutcome | Promise<RequestOutcome> {
+    if (!first.allowed) return first;
+    try {
       // Looked up first: most routes have nothing waiting, and pay no further await.
       const later = this.runtime.afterGuardsOf(ctx);
       if (later === undefined) return first;
-      return await this.waitForRouteGuards(ctx, transport, request, carrier, first, later);
+      return this.waitForRouteGuards(ctx, transport, request, carrier, first, later).catch(
+        (error: unknown) => this.undecided(transport, error),
+      );
     } catch (error) {
-      // A route with invalid policies fails as at bootstrap; anything else comes from a
-      // context the runtime cannot read (no class or handler), which stays unlimited.
-      if (error instanceof RateLimitConfigError) throw error;
-      this.runtime.reportConfigError(`transport ${transport.type}`, error);
-      return NO_LIMIT;
+      return this.undecided(transport, error);
     }
+  }
+
+  /**
+   * A route with invalid policies fails as at bootstrap (rethrown); anything else comes from
+   * a context the runtime cannot read (no class or handler), which stays unlimited.
+   */
+  private undecided(transport: Transport, error: unknown): Promise<RequestOutcome> {
+    if (error instanceof RateLimitConfigError) return Promise.reject(error);
+    this.runtime.reportConfigError(`transport ${transport.type}`, error);
+    return Promise.resolve(NO_LIMIT);
   }
 
   /**

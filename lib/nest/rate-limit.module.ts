@@ -10,6 +10,8 @@ import { RateLimitInterceptor } from './rate-limit.interceptor.js';
 import { RateLimitService } from './rate-limit.service.js';
 import { createResources, type Resources } from './resources.js';
 import { RateLimitRuntime } from './runtime.js';
+import { InstanceCount } from './instances.js';
+import { MemoryStore } from '../core/stores/memory-store.js';
 import { RATE_LIMIT_OPTIONS, RATE_LIMIT_REDIS } from './tokens.js';
 import { AfterGuardsSetup, GuardCheck, RouteCheck } from './bootstrap.js';
 import { RESOURCES, Shutdown } from './lifecycle.js';
@@ -113,7 +115,21 @@ function build(
       {
         provide: RateLimitRuntime,
         useFactory: (limiter: RateLimiter, o: RateLimitModuleOptions, r: Resources) =>
-          new RateLimitRuntime(limiter, o, new RateLimitEvents(), r.metrics, r.tracing, global),
+          new RateLimitRuntime(
+            limiter,
+            o,
+            new RateLimitEvents(),
+            r.metrics,
+            r.tracing,
+            global,
+            new InstanceCount(
+              o.instances,
+              r.client,
+              r.store instanceof MemoryStore,
+              `${o.prefix ?? 'rl'}:instances`,
+              o.announceIntervalMs,
+            ),
+          ),
         inject: [RateLimiter, RATE_LIMIT_OPTIONS, RESOURCES],
       },
       RateLimitService,

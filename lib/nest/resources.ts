@@ -50,8 +50,7 @@ export function validateOptions(options: RateLimitModuleOptions): void {
       WHERE,
     );
   }
-  const { algorithm, mode, trustedProxies, ipv6Subnet, headers, connectTimeoutMs, store, redis } =
-    options;
+  const { algorithm, mode, trustedProxies, ipv6Subnet, headers, store, redis } = options;
   if (algorithm !== undefined && !ALGORITHMS.includes(algorithm)) {
     throw new RateLimitConfigError(
       'ERR_RATE_LIMIT_ALGORITHM',
@@ -79,16 +78,17 @@ export function validateOptions(options: RateLimitModuleOptions): void {
   ) {
     fail('ipv6Subnet', 'an integer from 1 to 128');
   }
-  if (
-    connectTimeoutMs !== undefined &&
-    !(
-      Number.isSafeInteger(connectTimeoutMs) &&
-      connectTimeoutMs >= 0 &&
-      connectTimeoutMs <= 2 ** 31 - 1
+  // A timer's delay: setTimeout takes at most 2^31-1 ms.
+  const delay = (name: 'connectTimeoutMs' | 'announceIntervalMs', min: number) => {
+    const value = options[name];
+    if (
+      value !== undefined &&
+      !(Number.isSafeInteger(value) && value >= min && value <= 2 ** 31 - 1)
     )
-  ) {
-    fail('connectTimeoutMs', 'an integer number of ms from 0 to 2^31-1');
-  }
+      fail(name, `an integer number of ms from ${min} to 2^31-1`);
+  };
+  delay('connectTimeoutMs', 0);
+  delay('announceIntervalMs', 10);
   if (
     headers !== undefined &&
     typeof headers !== 'boolean' &&

@@ -1,4 +1,3 @@
-import { RateLimitConfigError } from '../core/errors.js';
 import type { Policy, PolicyAlgorithm } from '../core/policy.js';
 import {
   declare,
@@ -77,10 +76,12 @@ export class RouteTable {
   /**
    * @param deferUserPolicies the module's guard is global, so it runs before a route's own
    *   guards: policies that need the user wait for them (see {@link Route.afterGuards})
+   * @param onLocal called for each policy with insurance limits (`onStoreFailure: 'local'`)
    */
   constructor(
     private readonly options: RateLimitModuleOptions,
     private readonly deferUserPolicies = false,
+    private readonly onLocal?: () => void,
   ) {
     this.defaults = declareDefaults(options);
   }
@@ -177,9 +178,9 @@ export class RouteTable {
    */
   /**
    * The policy's own `onStoreFailure`, else its `failClosed`, else the module's, in that order.
-   * @throws {RateLimitConfigError} `ERR_RATE_LIMIT_OPTION` for `'local'` without `instances`
+   * A `'local'` one tells `onLocal`: the number of processes must then be known.
    */
-  private storeFailureMode(options: RateLimitOptions, where: string): StoreFailureMode {
+  private storeFailureMode(options: RateLimitOptions): StoreFailureMode {
     const flag = (closed: boolean | undefined) =>
       closed === undefined ? undefined : closed ? 'closed' : 'open';
     const mode =
@@ -188,15 +189,7 @@ export class RouteTable {
       this.options.onStoreFailure ??
       flag(this.options.failClosed) ??
       'open';
-    // Learning the number of processes from the store is not done: a wrong guess would
-    // quietly multiply or divide every insurance limit, so it must be given.
-    if (mode === 'local' && this.options.instances === undefined) {
-      throw new RateLimitConfigError(
-        'ERR_RATE_LIMIT_OPTION',
-        "onStoreFailure: 'local' needs the module's instances (how many processes share the store)",
-        where,
-      );
-    }
+    if (mode === 'local') this.onLocal?.();
     return mode;
   }
 
@@ -211,7 +204,7 @@ export class RouteTable {
       const checked = declare(rate, { ...options, algorithm }, declared.where).policy;
       if (policy) policy = checked;
     }
-    const onStoreFailure = this.storeFailureMode(options, declared.where);
+    const onStoreFailure = this.storeFailureMode(options);
     return {
       name: declared.name,
       policy,

@@ -9,12 +9,13 @@ import type { RequestLike } from '../http/ip.js';
 import { messageOf, RATE_LIMIT_EVENTS, type RateLimitEvents } from './events.js';
 import { identitiesOf, type IdentityOf } from './identities.js';
 import { keys } from './keys.js';
+import { InstanceCount } from './instances.js';
 import { Insurance } from './insurance.js';
 import type { RateLimitMetrics } from './metrics.js';
 import { DecisionObserver, type Trace } from './observer.js';
 import type { RateLimitModuleOptions } from './options.js';
 import { NO_LIMIT, Outcomes, type RequestOutcome } from './outcome.js';
-import { PolicyResolver } from './policies.js';
+import { PolicyResolver, type Entries, type Entry } from './policies.js';
 import { RouteTable, type Route, type Rule, type Target } from './routes.js';
 import { countShadow } from './shadow.js';
 import type { DecisionTracing } from './tracing.js';
@@ -32,12 +33,15 @@ export class RateLimitRuntime {
   private readonly observer: DecisionObserver | undefined;
   /** Clients never limited (the `allowList` option); undefined without one. */
   readonly allowList: AllowList | undefined;
-  /** Insurance limits of `onStoreFailure: 'local'` policies; undefined without `instances`. */
-  private readonly insurance: Insurance | undefined;
+  /** Insurance limits of `onStoreFailure: 'local'` policies. */
+  private readonly insurance: Insurance;
+  /** How many processes share the store, for {@link RateLimitRuntime.insurance}. */
+  private readonly instances: InstanceCount;
 
   /**
    * @param global the module's guard is global (`APP_GUARD`): on HTTP routes with guards of
    *   their own, the policies that need the user are decided after those guards
+   * @param instances the processes sharing the store; default: the module's `instances`
    */
   constructor(
     readonly limiter: RateLimiter,
@@ -47,16 +51,20 @@ export class RateLimitRuntime {
     /** Annotates the active span, when `@opentelemetry/api` is loaded (see `tracing`). */
     private readonly tracing?: DecisionTracing,
     global = false,
+    instances?: InstanceCount,
   ) {
-    this.routes = new RouteTable(options, global);
+    this.instances =
+      instances ?? new InstanceCount(options.instances, undefined, false, '', undefined);
+    // Announcing starts with the first policy that needs the count, at bootstrap.
+    this.routes = new RouteTable(options, global, () => this.instances.start());
     this.policies = new PolicyResolver(options, events);
     this.outcomes = new Outcomes(options, events);
-    this.insurance =
-      options.instances === undefined
-        ? undefined
-        : new Insurance(options.instances, options.prefix, events);
-    const insurance = this.insurance;
-    if (insurance) metrics?.watchInsurance(() => insurance.inForce);
+    const insurance = new Insurance(() => this.instances.value, options.prefix, events);
+    this.insurance = insurance;
+    metrics?.watchInsurance(
+      () => insurance.inForce,
+      () => this.instances.value,
+    );
     this.allowList =
       options.allowList === undefined
         ? undefined
@@ -129,24 +137,34 @@ export class RateLimitRuntime {
   }
 
   /** {@link RateLimitRuntime.evaluate} of the rules of `route`. */
-  async evaluateRoute(
+  evaluateRoute(
     ctx: ExecutionContext,
     request: RequestLike | undefined,
     route: Route,
   ): Promise<RequestOutcome> {
-    if (route.enforced.length === 0 && route.shadowed.length === 0) return NO_LIMIT;
+    if (route.enforced.length === 0 && route.shadowed.length === 0)
+      return Promise.resolve(NO_LIMIT);
     const identities = identitiesOf(ctx, request, route.name, this.options, this.events);
-    const observer = this.observer;
     // Undefined unless an OpenTelemetry SDK records a span for this request.
     const span = this.tracing?.activeSpan();
-    if (observer === undefined && span === undefined) {
+    if (this.observer === undefined && span === undefined) {
       return this.decide(ctx, route, identities, undefined);
     }
+    return this.observed(ctx, route, identities, span);
+  }
+
+  /** {@link RateLimitRuntime.evaluateRoute} for `onDecision`, metrics or a span. */
+  private async observed(
+    ctx: ExecutionContext,
+    route: Route,
+    identities: IdentityOf,
+    span: ReturnType<NonNullable<RateLimitRuntime['tracing']>['activeSpan']>,
+  ): Promise<RequestOutcome> {
     const trace: Trace = {
       identity: await identities((route.enforced[0] ?? route.shadowed[0])!.key),
     };
     const outcome = await this.decide(ctx, route, identities, trace);
-    observer?.finish(route.name, trace, outcome.allowed);
+    this.observer?.finish(route.name, trace, outcome.allowed);
     if (span) this.tracing!.annotate(span, trace, outcome.allowed);
     return outcome;
   }
@@ -154,6 +172,11 @@ export class RateLimitRuntime {
   /** One outcome of the two decisions of a route whose user policies waited for its guards. */
   combine(first: RequestOutcome, second: RequestOutcome): RequestOutcome {
     return this.outcomes.combine(first, second);
+  }
+
+  /** Stops what runs on timers (at shutdown). */
+  close(): void {
+    this.instances.stop();
   }
 
   /** Logs `rate_limit.config_error` for a user function that failed at request time. */
@@ -217,15 +240,72 @@ export class RateLimitRuntime {
   }
 
   /** {@link RateLimitRuntime.evaluate}, filling `trace` when the request is observed. */
-  private async decide(
+  private decide(
     ctx: ExecutionContext,
     route: Route,
     identities: IdentityOf,
     trace: Trace | undefined,
   ): Promise<RequestOutcome> {
+    const fixed = this.policies.fixedEntries(route, identities);
+    // The usual route: known identities, one store call, nothing else to wait for. Kept free
+    // of async functions, each of which would add promises and microtask turns per request.
+    if (
+      fixed !== undefined &&
+      trace === undefined &&
+      !route.counting &&
+      route.shadowed.length === 0 &&
+      fixed.entries.length > 0
+    ) {
+      const enforcing = fixed.entries;
+      const entries = enforcing.map((e) => e.entry);
+      return this.limiter.consumeEach(entries).then(
+        (decision) => {
+          this.insurance.storeAnswered();
+          const outcome = this.outcomes.decided(decision, enforcing, route.name);
+          if (!decision.leases) return outcome;
+          return { ...outcome, release: this.releaser(route, decision.leases) };
+        },
+        (error: unknown) => this.storeFailed(route, enforcing, error),
+      );
+    }
+    return this.decideFully(ctx, route, identities, trace, fixed);
+  }
+
+  /**
+   * The store did not answer for `enforcing`: logged; fail-closed wins (503), else the
+   * insurance limits decide, and the fail-open rest admit.
+   */
+  private storeFailed(
+    route: Route,
+    enforcing: Entry[],
+    error: unknown,
+  ): RequestOutcome | Promise<RequestOutcome> {
+    const kind = error instanceof RateLimitBackendError ? error.kind : 'error';
+    this.events.throttled(RATE_LIMIT_EVENTS.backendError, kind, {
+      route: route.name,
+      message: messageOf(error),
+    });
+    // Concurrency limits have no insurance: a local slot could not be given back.
+    const local = enforcing.filter(
+      (e) => e.rule.onStoreFailure === 'local' && e.rule.policy?.algorithm !== 'concurrency',
+    );
+    if (local.length === 0 || route.enforced.some((r) => r.failClosed)) {
+      return this.outcomes.failure(route.enforced);
+    }
+    return this.insurance
+      .decide(local, route.name)
+      .then((insured) => this.outcomes.decided(insured.decision, insured.local, route.name));
+  }
+
+  private async decideFully(
+    ctx: ExecutionContext,
+    route: Route,
+    identities: IdentityOf,
+    trace: Trace | undefined,
+    fixed: Entries | undefined,
+  ): Promise<RequestOutcome> {
     const { entries: enforcing, broken } =
-      this.policies.fixedEntries(route, identities) ??
-      (await this.policies.entriesOf(ctx, route, route.enforced, identities));
+      fixed ?? (await this.policies.entriesOf(ctx, route, route.enforced, identities));
     // A policy whose rate or cost function failed is left out, changing nothing; the other
     // policies still apply. A fail-closed one refuses instead, as when its store is down.
     if (broken.length > 0 && broken.some((r) => r.failClosed)) {
@@ -246,7 +326,7 @@ export class RateLimitRuntime {
         } else {
           decision = await this.limiter.consumeEach(entries);
         }
-        this.insurance?.storeAnswered();
+        this.insurance.storeAnswered();
         if (trace) {
           // A deny-cache answer is no store call: it stays out of the store latency.
           if (!decision.cached) trace.enforcedMs = performance.now() - started;
@@ -258,26 +338,12 @@ export class RateLimitRuntime {
         if (decision.leases)
           outcome = { ...outcome, release: this.releaser(route, decision.leases) };
       } catch (error) {
-        const kind = error instanceof RateLimitBackendError ? error.kind : 'error';
         if (trace) {
           trace.enforcedMs = performance.now() - started;
           trace.enforcing = entries;
-          trace.enforcedError = kind;
+          trace.enforcedError = error instanceof RateLimitBackendError ? error.kind : 'error';
         }
-        this.events.throttled(RATE_LIMIT_EVENTS.backendError, kind, {
-          route: route.name,
-          message: messageOf(error),
-        });
-        // Concurrency limits have no insurance: a local slot could not be given back.
-        const local = enforcing.filter(
-          (e) => e.rule.onStoreFailure === 'local' && e.rule.policy?.algorithm !== 'concurrency',
-        );
-        // Fail-closed wins (503); else the insurance limits decide, the fail-open rest admit.
-        if (local.length === 0 || route.enforced.some((r) => r.failClosed)) {
-          return this.outcomes.failure(route.enforced);
-        }
-        const insured = await this.insurance!.decide(local, route.name);
-        return this.outcomes.decided(insured.decision, insured.local, route.name);
+        return await this.storeFailed(route, enforcing, error);
       }
     }
     // Shadow policies count only what the enforced ones let through, in a call of their

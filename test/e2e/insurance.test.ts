@@ -6,29 +6,17 @@
  */
 import 'reflect-metadata';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { Controller, Get } from '@nestjs/common';
 import { Registry } from 'prom-client';
-import { RateLimit } from '../../lib/index.js';
 import { startRedisServer, type RedisServerHandle } from '../harness/redis.js';
 import {
-  bootstrap,
   CapturingLogger,
   createApp,
-  rootModule,
   pollUntil,
   times,
   uniquePrefix,
   type AppHandle,
 } from './support/app.js';
-
-@Controller('insured')
-class InsuredController {
-  @Get()
-  @RateLimit('5/m', { algorithm: 'fixed-window', onStoreFailure: 'local' })
-  insured() {
-    return 'ok';
-  }
-}
+import { InsuredController } from './support/insured-controller.js';
 
 const TIMEOUT_MS = 100;
 
@@ -143,18 +131,5 @@ describe('insurance limits while Redis is stopped', () => {
       200, 200, 200, 200, 200, 429, 429, 429, 429, 429,
     ]);
     expect(replies.map((r) => r.headers.get('x-ratelimit-limit'))).toEqual(new Array(10).fill('5'));
-  });
-});
-
-describe('insurance configuration', () => {
-  it("onStoreFailure: 'local' without the module's instances fails at init, naming the route", async () => {
-    const app = await bootstrap('express', rootModule({ store: 'memory' }, [InsuredController]));
-    try {
-      await expect(app.init()).rejects.toThrow(
-        /needs the module's instances.*InsuredController\.insured/,
-      );
-    } finally {
-      await app.close().catch(() => undefined);
-    }
   });
 });

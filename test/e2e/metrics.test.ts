@@ -119,6 +119,8 @@ describe.each(PLATFORMS)('metrics on %s', (platform) => {
     expect(withoutBuckets(scraped)).toEqual({
       rate_limit_circuit_open: 0,
       rate_limit_insurance_in_force: 0,
+      // No policy is onStoreFailure: 'local', so no count is given or learned.
+      rate_limit_instances: 0,
       'rate_limit_decisions_total{scope="MetricsController.five",policy="default",outcome="allowed"}': 5,
       'rate_limit_decisions_total{scope="MetricsController.five",policy="default",outcome="blocked"}': 2,
       'rate_limit_decisions_total{scope="MetricsController.ten",policy="ten",outcome="allowed"}': 10,
@@ -225,6 +227,8 @@ describe('a stopped Redis in the metrics and decision events', () => {
       'rate_limit_backend_errors_total{kind="unavailable"}': 4,
       rate_limit_circuit_open: 1,
       rate_limit_insurance_in_force: 0,
+      // No policy is onStoreFailure: 'local', so no count is given or learned.
+      rate_limit_instances: 0,
       'rate_limit_decisions_total{scope="MetricsController.five",policy="default",outcome="allowed"}': 1,
       // Only the call that answered is timed.
       rate_limit_store_duration_seconds_count: 1,

@@ -38,6 +38,12 @@ export interface SentinelGroupHandle {
   /** SIGKILLs the data node on `port` (a crash). */
   kill(port: number): Promise<void>;
   /**
+   * Starts the killed data node on `port` again (empty: no persistence) and resolves once the
+   * Sentinels have made it a replica of the primary of the moment, in sync; rejects after
+   * `timeoutMs`.
+   */
+  rejoin(port: number, timeoutMs: number): Promise<void>;
+  /**
    * Resolves once every Sentinel names a primary other than `oldPort` and that node says
    * `role:master`; rejects after `timeoutMs`. Returns the new primary's port.
    */
@@ -155,6 +161,19 @@ export async function startSentinelGroup(): Promise<SentinelGroupHandle> {
     },
     role,
     kill: async (port) => data.get(port)!.stop('SIGKILL'),
+    rejoin: async (port, timeoutMs) => {
+      await data.get(port)!.start();
+      let info = '';
+      await waitUntil(
+        async () => {
+          info = String(await redisCall(port, 'INFO', 'replication').catch(() => ''));
+          return info.includes('role:slave') && info.includes('master_link_status:up');
+        },
+        timeoutMs,
+        () => `:${port} did not rejoin as an in-sync replica within ${timeoutMs} ms:\n${info}`,
+        100,
+      );
+    },
     waitForNewPrimary: async (oldPort, timeoutMs) => {
       let views: (number | undefined)[] = [];
       await waitUntil(

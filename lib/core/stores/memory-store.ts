@@ -102,9 +102,11 @@ export class MemoryStore implements RateLimitStore {
   consume(policies: readonly StorePolicy[]): Promise<StoreOutcome[]> {
     const now = this.clock();
     // Overrides and exemptions, as the Redis script applies them (see CONSUME_SCRIPT).
-    const effects = policies.map((p) =>
-      controlEffect(p, this.controlFields(controlKeyOf(p.key)), now),
-    );
+    // With no control hash at all (the usual case), no key to derive per policy.
+    const effects =
+      this.controls.size === 0
+        ? policies.map((p) => ({ params: p }) as ReturnType<typeof controlEffect>)
+        : policies.map((p) => controlEffect(p, this.controlFields(controlKeyOf(p.key)), now));
     const evaluations = policies.map((p, i) => ({
       impl: ALGORITHM_IMPLS[p.algorithm],
       state:

@@ -62,9 +62,16 @@ export class RedisStore implements RateLimitStore {
     warnIfReplaying(options.client);
   }
 
-  async consume(policies: readonly StorePolicy[]): Promise<StoreOutcome[]> {
+  consume(policies: readonly StorePolicy[]): Promise<StoreOutcome[]> {
     const groups = this.client.isCluster ? groupByHashTag(policies) : [];
     if (groups.length <= 1) return this.consumeOne(policies, 'c');
+    return this.consumeAcross(policies, groups);
+  }
+
+  private async consumeAcross(
+    policies: readonly StorePolicy[],
+    groups: number[][],
+  ): Promise<StoreOutcome[]> {
     // Keys of different identities may live on different Cluster nodes, out of reach of
     // one script. Decide every identity first, writing nothing; commit only if all admit.
     // (Between the two steps another request may spend the same budget; then a commit can
@@ -97,7 +104,7 @@ export class RedisStore implements RateLimitStore {
   }
 
   /** @param mode `c` commit, `d` decide only, `b` decide and write penalties (see CONSUME_SCRIPT) */
-  private async consumeOne(
+  private consumeOne(
     policies: readonly StorePolicy[],
     mode: 'c' | 'd' | 'b',
   ): Promise<StoreOutcome[]> {
@@ -116,10 +123,18 @@ export class RedisStore implements RateLimitStore {
         p.cost,
       );
     }
-    const reply = await this.evalConsume(
+    return this.evalConsume(
       policies.map((p) => p.key),
       args,
-    );
+    ).then((reply) => this.outcomesOf(policies, mode, reply));
+  }
+
+  /** The outcomes of one script call, from its reply (see CONSUME_SCRIPT). */
+  private outcomesOf(
+    policies: readonly StorePolicy[],
+    mode: 'c' | 'd' | 'b',
+    reply: ScriptReply,
+  ): StoreOutcome[] {
     // The script returns each state as it stood; the TypeScript reference turns it into the
     // numbers reported, deciding exactly as the script did (test/integration/lua-reference).
     const values = typeof reply === 'number' ? [reply] : reply;
@@ -276,15 +291,17 @@ export class RedisStore implements RateLimitStore {
     }
   }
 
-  private async evalConsume(keys: string[], args: (string | number)[]): Promise<ScriptReply> {
-    if (args.length !== 1 + keys.length * ARGS_PER_POLICY) throw new Error('bad script arguments');
-    try {
-      return (await this.client.evalsha(CONSUME_SHA, keys.length, ...keys, ...args)) as ScriptReply;
-    } catch (error) {
+  private evalConsume(keys: string[], args: (string | number)[]): Promise<ScriptReply> {
+    if (args.length !== 1 + keys.length * ARGS_PER_POLICY) {
+      return Promise.reject(new Error('bad script arguments'));
+    }
+    const n = keys.length;
+    const call = this.client.evalsha(CONSUME_SHA, n, ...keys, ...args) as Promise<ScriptReply>;
+    return call.catch((error: unknown) => {
       if (!isNoScript(error)) throw error;
       // NOSCRIPT means the script did not run, so sending it in full cannot count twice.
-      return (await this.client.eval(CONSUME_SCRIPT, keys.length, ...keys, ...args)) as ScriptReply;
-    }
+      return this.client.eval(CONSUME_SCRIPT, n, ...keys, ...args) as Promise<ScriptReply>;
+    });
   }
 }
 

@@ -1,0 +1,78 @@
+import { performance } from 'node:perf_hooks';
+
+/** A call waiting for its store's answer, until `at` (`performance.now()` ms). */
+export interface Deadline {
+  readonly at: number;
+  /** Set once the call has an outcome: the queue then drops it without a word. */
+  done: boolean;
+  /** Called once `at` has passed and the call is still not `done`. */
+  readonly expire: () => void;
+}
+
+/**
+ * The deadlines of store calls that share one `timeoutMs`, with one timer for all of
+ * them instead of a timer per call (a `setTimeout` and its `clearTimeout` cost more than
+ * the rest of a memory-store decision). Calls are added in the order they start and all
+ * wait equally long, so deadlines come in order: the timer only ever waits for the oldest
+ * call still open, and calls that finished in time are dropped when they reach the head.
+ * Expiry is as exact as a timer of its own would be.
+ */
+class DeadlineQueue {
+  private readonly queue: Deadline[] = [];
+  private head = 0;
+  private timer: ReturnType<typeof setTimeout> | undefined;
+
+  constructor(private readonly timeoutMs: number) {}
+
+  add(expire: () => void): Deadline {
+    const deadline: Deadline = { at: performance.now() + this.timeoutMs, done: false, expire };
+    this.queue.push(deadline);
+    this.timer ??= this.arm(this.timeoutMs);
+    return deadline;
+  }
+
+  private arm(ms: number): ReturnType<typeof setTimeout> {
+    const timer = setTimeout(() => this.due(), Math.max(1, Math.ceil(ms)));
+    // The calls themselves (sockets, promises) keep the process alive, not their deadlines.
+    timer.unref();
+    return timer;
+  }
+
+  private due(): void {
+    this.timer = undefined;
+    const now = performance.now();
+    const queue = this.queue;
+    while (this.head < queue.length) {
+      const next = queue[this.head]!;
+      if (!next.done && next.at > now) break;
+      this.head++;
+      if (!next.done) {
+        next.done = true;
+        next.expire();
+      }
+    }
+    if (this.head === queue.length) {
+      queue.length = 0;
+      this.head = 0;
+      return;
+    }
+    // Drop the finished prefix now and then, so the array does not grow without end.
+    if (this.head > 1024 && this.head * 2 > queue.length) {
+      queue.splice(0, this.head);
+      this.head = 0;
+    }
+    this.timer = this.arm(queue[this.head]!.at - now);
+  }
+}
+
+const queues = new Map<number, DeadlineQueue>();
+
+/**
+ * Registers a call that times out `timeoutMs` from now (finite, > 0): `expire` runs then,
+ * unless the returned deadline was marked `done` first.
+ */
+export function deadlineIn(timeoutMs: number, expire: () => void): Deadline {
+  let queue = queues.get(timeoutMs);
+  if (queue === undefined) queues.set(timeoutMs, (queue = new DeadlineQueue(timeoutMs)));
+  return queue.add(expire);
+}
