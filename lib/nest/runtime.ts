@@ -1,8 +1,7 @@
 import type { ExecutionContext } from '@nestjs/common';
 import { performance } from 'node:perf_hooks';
 import { RateLimitBackendError } from '../core/errors.js';
-import type { Lease } from '../core/concurrency.js';
-import type { RateLimiter, Spending } from '../core/limiter.js';
+import type { RateLimiter } from '../core/limiter.js';
 import type { Decision, Policy, PolicyAlgorithm } from '../core/policy.js';
 import { AllowList } from '../http/allow-list.js';
 import type { RequestLike } from '../http/ip.js';
@@ -16,8 +15,9 @@ import { DecisionObserver, type Trace } from './observer.js';
 import type { RateLimitModuleOptions } from './options.js';
 import { NO_LIMIT, Outcomes, type RequestOutcome } from './outcome.js';
 import { PolicyResolver, type Entries, type Entry } from './policies.js';
-import { RouteTable, type Route, type Rule, type Target } from './routes.js';
+import { RouteTable, type Route, type Target } from './routes.js';
 import { countShadow } from './shadow.js';
+import { RequestEnds } from './request-end.js';
 import type { DecisionTracing } from './tracing.js';
 
 /**
@@ -29,6 +29,8 @@ export class RateLimitRuntime {
   private readonly routes: RouteTable;
   private readonly policies: PolicyResolver;
   private readonly outcomes: Outcomes;
+  /** Refunds and slot releases when a request ends. */
+  private readonly ends: RequestEnds;
   /** Set only when `onDecision` or `metrics` is: otherwise requests pay nothing for them. */
   private readonly observer: DecisionObserver | undefined;
   /** Clients never limited (the `allowList` option); undefined without one. */
@@ -59,6 +61,7 @@ export class RateLimitRuntime {
     this.routes = new RouteTable(options, global, () => this.instances.start());
     this.policies = new PolicyResolver(options, events);
     this.outcomes = new Outcomes(options, events);
+    this.ends = new RequestEnds(limiter, events);
     const insurance = new Insurance(() => this.instances.value, options.prefix, events);
     this.insurance = insurance;
     metrics?.watchInsurance(
@@ -184,61 +187,6 @@ export class RateLimitRuntime {
     this.events.configError(where, error);
   }
 
-  /**
-   * Gives back, once the status is known, what the entries counting the other outcome spent:
-   * `count: 'failed'` on success, `'succeeded'` on failure; one store call per identity.
-   */
-  private settler(
-    route: Route,
-    enforcing: readonly { rule: Rule }[],
-    spending: Spending,
-  ): (status: number) => void {
-    return (status) => {
-      const indexes: number[] = [];
-      enforcing.forEach(({ rule }, i) => {
-        const { count, failed } = rule.options;
-        if (count === undefined) return;
-        let failure: boolean;
-        try {
-          failure = failed ? failed(status) : status >= 400;
-        } catch (error) {
-          // A failing function keeps the spending, as if the outcome never came.
-          this.events.configError(rule.where, error);
-          return;
-        }
-        if (failure !== (count === 'failed')) indexes.push(i);
-      });
-      if (indexes.length === 0) return;
-      this.limiter.refund(spending, indexes).catch((error: unknown) => {
-        this.events.throttled(
-          RATE_LIMIT_EVENTS.backendError,
-          error instanceof RateLimitBackendError ? error.kind : 'error',
-          { route: route.name, message: messageOf(error) },
-        );
-      });
-    };
-  }
-
-  /**
-   * Gives back the slots a request took under concurrency limits, once (the transport may
-   * report the request's end more than once: response finished, then connection closed).
-   */
-  private releaser(route: Route, leases: readonly Lease[]): () => void {
-    let released = false;
-    return () => {
-      if (released) return;
-      released = true;
-      this.limiter.release(leases).catch((error: unknown) => {
-        // The slots then expire with their lease.
-        this.events.throttled(
-          RATE_LIMIT_EVENTS.backendError,
-          error instanceof RateLimitBackendError ? error.kind : 'error',
-          { route: route.name, message: messageOf(error) },
-        );
-      });
-    };
-  }
-
   /** {@link RateLimitRuntime.evaluate}, filling `trace` when the request is observed. */
   private decide(
     ctx: ExecutionContext,
@@ -263,7 +211,7 @@ export class RateLimitRuntime {
           this.insurance.storeAnswered();
           const outcome = this.outcomes.decided(decision, enforcing, route.name);
           if (!decision.leases) return outcome;
-          return { ...outcome, release: this.releaser(route, decision.leases) };
+          return { ...outcome, release: this.ends.releaser(route.name, decision.leases) };
         },
         (error: unknown) => this.storeFailed(route, enforcing, error),
       );
@@ -322,7 +270,7 @@ export class RateLimitRuntime {
         if (route.counting) {
           const spent = await this.limiter.spend(entries);
           decision = spent.decision;
-          if (spent.spending) settle = this.settler(route, enforcing, spent.spending);
+          if (spent.spending) settle = this.ends.settler(route.name, enforcing, spent.spending);
         } else {
           decision = await this.limiter.consumeEach(entries);
         }
@@ -336,7 +284,7 @@ export class RateLimitRuntime {
         outcome = this.outcomes.decided(decision, enforcing, route.name);
         if (settle && outcome.allowed) outcome = { ...outcome, settle };
         if (decision.leases)
-          outcome = { ...outcome, release: this.releaser(route, decision.leases) };
+          outcome = { ...outcome, release: this.ends.releaser(route.name, decision.leases) };
       } catch (error) {
         if (trace) {
           trace.enforcedMs = performance.now() - started;
@@ -351,20 +299,8 @@ export class RateLimitRuntime {
     if (outcome.allowed && route.shadowed.length > 0) {
       const { entries } = await this.policies.entriesOf(ctx, route, route.shadowed, identities);
       const leases = await countShadow(this.limiter, this.events, entries, route.name, trace);
-      if (leases) {
-        // Shadow slots are held like enforced ones, so the would-be refusals are real ones.
-        const release = this.releaser(route, leases);
-        const enforced = outcome.release;
-        outcome = {
-          ...outcome,
-          release: enforced
-            ? () => {
-                enforced();
-                release();
-              }
-            : release,
-        };
-      }
+      // Shadow slots are held like enforced ones, so the would-be refusals are real ones.
+      if (leases) outcome = this.ends.withRelease(outcome, this.ends.releaser(route.name, leases));
     }
     return outcome;
   }
