@@ -5,6 +5,7 @@ import type { RequestLike } from '../http/ip.js';
 import { NO_LIMIT, storedDecision, storeOutcome, type RequestOutcome } from './outcome.js';
 import type { Route } from './routes.js';
 import { RateLimitRuntime } from './runtime.js';
+import { KillSwitch } from './kill-switch.js';
 import { isThenable } from './thenable.js';
 import { httpTransport } from './transports/http.js';
 import { adapterOf, transportOf } from './transports/registry.js';
@@ -18,9 +19,6 @@ const ADMIT = Promise.resolve(true);
 
 /** The status `settle` is given for a request the route's own guards admitted (see `count`). */
 const ADMITTED = 200;
-
-/** Longest wait for an async `enabled` function, in ms. */
-const ENABLED_WAIT_MS = 100;
 
 /**
  * Decides each call of a limited handler against its route's policies in one limiter call,
@@ -44,6 +42,10 @@ export class RateLimitGuard implements CanActivate {
    * one admits without a word (else it would decide first and the subclass never would).
    */
   standAside = false;
+
+  private readonly killSwitch = new KillSwitch((error) =>
+    this.runtime.reportConfigError('enabled', error),
+  );
 
   canActivate(ctx: ExecutionContext): Promise<boolean> {
     if (this.standAside) return ADMIT;
@@ -199,7 +201,7 @@ export class RateLimitGuard implements CanActivate {
     carrier: object,
   ): Promise<RequestOutcome> {
     const { enabled } = this.runtime.options;
-    if (typeof enabled === 'function' && !(await this.switchedOn(enabled))) return SKIPPED;
+    if (typeof enabled === 'function' && !(await this.killSwitch.on(enabled))) return SKIPPED;
     let first: RequestOutcome;
     try {
       const skip = this.runtime.allowList?.allows(request) === true || this.shouldSkip(ctx);
@@ -254,41 +256,6 @@ export class RateLimitGuard implements CanActivate {
     const outcome = isThenable(stored) ? await stored : stored;
     if (!outcome.allowed) this.refuse(ctx, outcome);
     return true;
-  }
-
-  /** The last answer of an `enabled` function, for when an answer is slow to come. */
-  private lastEnabled = true;
-  /** The `enabled` call still awaited, if any: one at a time. */
-  private asking: Promise<boolean> | undefined;
-
-  /**
-   * The kill switch (`enabled`) as a function: asked before anything else, without Redis.
-   * An async answer is awaited 100 ms at most, and never twice at once: while one is
-   * pending, requests take the last answer at once, so a stalled flag service neither
-   * stalls requests nor piles up calls. A function that throws or rejects counts as on.
-   */
-  private async switchedOn(enabled: () => boolean | Promise<boolean>): Promise<boolean> {
-    if (this.asking) return this.lastEnabled;
-    const failed = (error: unknown) => {
-      this.runtime.reportConfigError('enabled', error);
-      return (this.lastEnabled = true);
-    };
-    let answer: boolean | Promise<boolean>;
-    try {
-      answer = enabled();
-    } catch (error) {
-      return failed(error);
-    }
-    if (!isThenable(answer)) return (this.lastEnabled = answer !== false);
-    const asking = Promise.resolve(answer)
-      .then((on) => (this.lastEnabled = on !== false), failed)
-      .finally(() => (this.asking = undefined));
-    this.asking = asking;
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const late = new Promise<boolean>((resolve) => {
-      timer = setTimeout(() => resolve(this.lastEnabled), ENABLED_WAIT_MS);
-    });
-    return Promise.race([asking, late]).finally(() => clearTimeout(timer));
   }
 
   /**

@@ -210,3 +210,47 @@ describe('connection limits in shadow mode', () => {
     ]);
   });
 });
+
+describe('connection limits with the allow-list and an enabled function', () => {
+  const logger = new CapturingLogger();
+  let h: WsAppHandle;
+  /** What the flag service answers; `stalled` never answers. */
+  let flag: 'on' | 'stalled' = 'on';
+  beforeAll(async () => {
+    h = await createWsApp(
+      'socket.io',
+      {
+        trustedProxies: 1,
+        allowList: ['198.51.100.0/24'],
+        enabled: () => (flag === 'on' ? Promise.resolve(true) : new Promise<boolean>(() => {})),
+      },
+      [LobbyGateway],
+      { logger },
+    );
+  });
+  afterAll(() => h?.close());
+
+  const from = (ip: string) => h.connect({ headers: { 'x-forwarded-for': ip } });
+
+  it('an address on the allow-list is never refused a connection, and spends nothing', async () => {
+    for (let i = 0; i < 5; i++)
+      expect(await (await from('198.51.100.7')).send('hello')).toEqual(WELCOME);
+    expect(await redis.keys(`${h.prefix}:{ip:198.51.100.7}*`)).toEqual([]);
+    // Off the list, the limit applies: 3 per minute.
+    for (let i = 0; i < 3; i++)
+      expect(await (await from('203.0.113.30')).send('hello')).toEqual(WELCOME);
+    const fourth = await from('203.0.113.30');
+    expect(await fourth.next()).toMatchObject({ event: 'exception', data: { status: 429 } });
+  });
+
+  it('a stalled enabled function holds a connection 100 ms at most, then its last answer applies', async () => {
+    flag = 'stalled';
+    for (let i = 0; i < 3; i++)
+      expect(await (await from('203.0.113.31')).send('hello')).toEqual(WELCOME);
+    // The last answer was "on": the 4th connection is still limited, not left hanging.
+    const fourth = await from('203.0.113.31');
+    expect(await fourth.next()).toMatchObject({ event: 'exception', data: { status: 429 } });
+    expect(await fourth.closed).toEqual({ reason: CLOSED['socket.io'][429] });
+    flag = 'on';
+  });
+});

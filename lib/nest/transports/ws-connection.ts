@@ -3,9 +3,11 @@ import type { RateLimiter } from '../../core/limiter.js';
 import { resolvePolicy, type Policy } from '../../core/policy.js';
 import type { RateInput } from '../../core/rate.js';
 import { retryAfterSeconds } from '../../http/headers.js';
+import { AllowList } from '../../http/allow-list.js';
 import { ipIdentity } from '../../http/identities.js';
 import { serviceUnavailableBody, tooManyRequestsBody } from '../../http/responses.js';
 import { hashIdentity, messageOf, RATE_LIMIT_EVENTS, type RateLimitEvents } from '../events.js';
+import { KillSwitch } from '../kill-switch.js';
 import type { RateLimitModuleOptions } from '../options.js';
 import {
   handshakeOf,
@@ -48,11 +50,21 @@ export class ConnectionLimiter {
   /** Policies of the rates given as strings, validated once each. */
   private readonly policies = new Map<string, Policy>();
 
+  /** The module's `allowList`: clients on it are never limited here either. */
+  private readonly allowList: AllowList | undefined;
+  private readonly killSwitch: KillSwitch;
+
   constructor(
     private readonly limiter: RateLimiter,
     private readonly options: RateLimitModuleOptions,
     private readonly events: RateLimitEvents,
-  ) {}
+  ) {
+    this.allowList =
+      options.allowList === undefined
+        ? undefined
+        : new AllowList(options.allowList, options, 'RateLimitModule options');
+    this.killSwitch = new KillSwitch((error) => events.configError('enabled', error));
+  }
 
   /** See {@link RateLimitService.limitConnection}. */
   async limit(
@@ -63,9 +75,14 @@ export class ConnectionLimiter {
     const policy = this.policyOf(rate);
     if (options.request) recordHandshake(client, options.request);
     const { enabled, mode } = this.options;
-    if (enabled === false || (typeof enabled === 'function' && !(await switchedOn(enabled))))
+    if (
+      enabled === false ||
+      (typeof enabled === 'function' && !(await this.killSwitch.on(enabled)))
+    )
       return true;
-    const identity = ipIdentity(handshakeOf(client), this.options);
+    const handshake = handshakeOf(client);
+    if (this.allowList?.allows(handshake) === true) return true;
+    const identity = ipIdentity(handshake, this.options);
     const scope = options.scope ?? POLICY;
     let refusal: WsRateLimitError;
     try {
@@ -110,15 +127,6 @@ export class ConnectionLimiter {
       this.policies.set(rate, policy);
     }
     return policy;
-  }
-}
-
-/** The kill switch as a function; one that throws or rejects counts as on, as in the guard. */
-async function switchedOn(enabled: () => boolean | Promise<boolean>): Promise<boolean> {
-  try {
-    return (await enabled()) !== false;
-  } catch {
-    return true;
   }
 }
 
