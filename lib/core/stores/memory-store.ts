@@ -1,8 +1,8 @@
 import { ALGORITHM_IMPLS, decideAll, type State } from '../algorithms/index.js';
-import { algorithmTagOf } from '../keys.js';
+import { algorithmTagOf, controlKeyOf } from '../keys.js';
 import { quote, RateLimitConfigError } from '../errors.js';
 import { blockedOutcome, blockKeyOf, startsBlock } from '../penalty.js';
-import { controlEffect, controlKeyOf } from './memory-control.js';
+import { controlEffect } from './memory-control.js';
 import { markOf, refundedState, type StoreRefund } from '../refund.js';
 import type {
   ControlChange,
