@@ -224,8 +224,12 @@ describe('across two OS processes', () => {
     });
     expect(await ready).toBe('ready');
   }, 30_000);
-  afterAll(() => {
-    worker?.stdin.end();
+  afterAll(async () => {
+    if (!worker || worker.exitCode !== null) return;
+    const exited = new Promise((resolve) => worker.once('exit', resolve));
+    worker.stdin.end();
+    worker.kill();
+    await exited;
   });
 
   it("an exemption another process sets applies to this process's app within controlRefreshMs", async () => {

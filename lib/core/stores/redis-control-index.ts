@@ -113,15 +113,17 @@ export class ControlIndex {
     if (this.timer === undefined) {
       this.timer = setInterval(() => {
         // A client its owner closed: nothing to refresh any more.
+        // Only on a ready client: a command would connect a lazy one, and should not race a
+        // quit. A client its owner closed has nothing more to read.
         if (this.client.status === 'end') this.close();
-        else if (!this.busy) {
+        else if (this.client.status === 'ready' && !this.busy) {
           this.busy = true;
           void this.refresh().finally(() => (this.busy = false));
         }
       }, this.refreshMs);
       this.timer.unref();
     }
-    void this.refresh();
+    if (this.client.status !== 'wait') void this.refresh();
   }
 
   /**
