@@ -55,9 +55,12 @@ function ours(
   policies: PolicyInput[],
   lua: (string | number)[],
   denyCache: boolean | { minRetryAfterMs: number } = false,
+  controlRefreshMs?: number,
 ): Contender {
   const limiter = new RateLimiter({
-    store: new RedisStore({ client }),
+    // The default index of controlled identities: none is listed, so the script args carry
+    // positive codes (no control hash read), as the `lua` arguments below.
+    store: new RedisStore({ client, controlRefreshMs }),
     denyCache,
     // The default prefix, as most users keep it: policies differ by name or algorithm.
     prefix: 'rl',
@@ -102,6 +105,20 @@ export function contenders(client: Redis, budget: Budget = BUSY): Contender[] {
     },
     command: 'evalsha',
     script: { lua: FLOOR_LUA, keys: [], args: [] },
+  });
+  // The same GCRA for an identity the index of controlled identities lists (a negative
+  // code): the script reads its control hash, as every request did before the index and
+  // does with controlRefreshMs: 0. Its store is told the same, so both sides agree.
+  list.push({
+    ...ours(
+      client,
+      'nrl-gcra-ctl',
+      'this package, gcra, control hash read',
+      [{ rate, algorithm: 'gcra' }],
+      [-4, LIMIT, periodMs, LIMIT, 1],
+      false,
+      0,
+    ),
   });
   // A fractional emission interval (142.86 ms) takes the GET of the sub-ms credit.
   list.push(

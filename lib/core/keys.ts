@@ -57,6 +57,11 @@ export function controlKey(prefix: string, identity: string): string {
   return `${identityKeyPrefix(prefix, identity)}${CONTROL_SUFFIX}`;
 }
 
+/** The control key of the identity a policy key belongs to: `<prefix>:{<identity>}:ctl`. */
+export function controlKeyOf(policyKey: string): string {
+  return `${policyKey.slice(0, policyKey.indexOf('}') + 1)}:${CONTROL_SUFFIX}`;
+}
+
 /** True for a key made by {@link controlKey} (any prefix, any identity). */
 export function isControlKey(key: string): boolean {
   return key.endsWith(`}:${CONTROL_SUFFIX}`);

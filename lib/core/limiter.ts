@@ -79,6 +79,11 @@ export class RateLimiter {
       denyCache === undefined || denyCache === false
         ? undefined
         : new DenyCache(denyCache === true ? {} : denyCache);
+    const denials = this.denials;
+    store.watchControls?.(
+      prefix,
+      denials && ((identities) => identities.forEach((p) => denials.invalidate(p))),
+    );
   }
 
   /**

@@ -32,6 +32,9 @@ async function releaseOnce({
 }: Resources): Promise<void> {
   // Unregistered, so the next app in this process (tests, hot reload) can register them again.
   metrics?.remove();
+  // The store first: its timer (the index of controlled identities) must not call a client
+  // being closed.
+  if (ownsStore) await store.close?.();
   // QUIT needs a live connection; without one, disconnect at once rather than wait on it.
   // Not once ended (a failed start releases, then app.close() again): ioredis would arm a
   // 2 s timer to destroy a socket already gone, keeping the process alive that long.
@@ -39,5 +42,4 @@ async function releaseOnce({
     if (client.status === 'ready') await client.quit().catch(() => client.disconnect());
     else if (client.status !== 'end') client.disconnect();
   }
-  if (ownsStore) await store.close?.();
 }

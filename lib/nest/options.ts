@@ -111,6 +111,17 @@ export interface RateLimitModuleOptions {
   /** How long bootstrap waits for a Redis client the module creates to connect, in **ms**. Default 1000. */
   connectTimeoutMs?: number;
   /**
+   * On Redis: how often, in **ms**, this instance reads the index of identities that have an
+   * override or exemption, so that other identities' requests skip reading their control
+   * hash (about 1 µs of Redis CPU per request). A change made through another instance
+   * takes effect here within this long plus one round trip; one made through this
+   * instance, on its next request. Bootstrap reads the index once (waiting up to
+   * `connectTimeoutMs`); until a read succeeds every request reads its control hash.
+   * `0` or `false`: no index, every request reads its control hash. Default 1000; an
+   * integer from 0 to 2^31-1.
+   */
+  controlRefreshMs?: number | false;
+  /**
    * Called once per request the guard evaluates (not for skipped or unlimited routes),
    * synchronously, before the response: keep it cheap (push to a queue, bump a counter).
    * Identities arrive hashed; durations are in **ms**. A hook that throws (or rejects) never

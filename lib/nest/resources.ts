@@ -89,6 +89,18 @@ export function validateOptions(options: RateLimitModuleOptions): void {
   };
   delay('connectTimeoutMs', 0);
   delay('announceIntervalMs', 10);
+  const { controlRefreshMs } = options;
+  if (
+    controlRefreshMs !== undefined &&
+    controlRefreshMs !== false &&
+    !(
+      Number.isSafeInteger(controlRefreshMs) &&
+      controlRefreshMs >= 0 &&
+      controlRefreshMs <= 2 ** 31 - 1
+    )
+  ) {
+    fail('controlRefreshMs', 'an integer number of ms from 0 to 2^31-1, or false');
+  }
   if (
     headers !== undefined &&
     typeof headers !== 'boolean' &&
@@ -198,24 +210,34 @@ export async function createResources(
       tracing,
     };
   }
-  if (isClient(redis))
-    return {
-      store: new RedisStore({ client: redis }),
-      client: redis,
-      ownsClient: false,
-      ownsStore: false,
-      metrics,
-      tracing,
-    };
-  const client = await connect(redis, options.connectTimeoutMs ?? 1000, logger);
+  const waitMs = options.connectTimeoutMs ?? 1000;
+  const client = isClient(redis) ? redis : await connect(redis, waitMs, logger);
+  // The store is the module's (its index timer stops on shutdown); the client only if made here.
+  const redisStore = new RedisStore({ client, controlRefreshMs: options.controlRefreshMs });
+  await readControlIndex(redisStore, options.prefix ?? 'rl', waitMs);
   return {
-    store: new RedisStore({ client }),
+    store: redisStore,
     client,
-    ownsClient: true,
-    ownsStore: false,
+    ownsClient: !isClient(redis),
+    ownsStore: true,
     metrics,
     tracing,
   };
+}
+
+/**
+ * Reads the index of controlled identities before the first request, so that controls set
+ * before this instance started apply to its first decisions without every request reading
+ * its control hash. Waits at most `waitMs`; until a read succeeds, requests read it.
+ */
+async function readControlIndex(store: RedisStore, prefix: string, waitMs: number): Promise<void> {
+  store.watchControls(prefix);
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  await Promise.race([
+    store.refreshControls(),
+    new Promise<void>((resolve) => (timer = setTimeout(resolve, waitMs))),
+  ]);
+  clearTimeout(timer);
 }
 
 function isClient(redis: unknown): redis is Redis | Cluster {

@@ -163,6 +163,8 @@ describe.each(PLATFORMS)('bad module options fail at bootstrap on %s', (platform
     ["default: '0/m'", { default: '0/m' }, /invalid rate "0\/m".*RateLimitModule default/],
     ['trustedProxies: -1', { trustedProxies: -1 }, /invalid trustedProxies -1/],
     ['ipv6Subnet: 0', { ipv6Subnet: 0 }, /invalid ipv6Subnet 0/],
+    ['controlRefreshMs: -1', { controlRefreshMs: -1 }, /invalid controlRefreshMs -1/],
+    ['controlRefreshMs: 2.5', { controlRefreshMs: 2.5 }, /invalid controlRefreshMs 2\.5/],
     ["prefix: 'a b'", { prefix: 'a b' }, /invalid prefix "a b"/],
     [
       'circuitBreaker.cooldownMs: 0',

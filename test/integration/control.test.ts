@@ -181,7 +181,11 @@ describe('on a private Redis', () => {
 
   it('out-of-bounds or malformed fields are ignored, never misread (review finding 4)', async () => {
     const { client } = redis;
-    const limiter = new RateLimiter({ store: new RedisStore({ client }), prefix: 'hw' });
+    // No index: a hand-written hash is read only when every request reads its control hash.
+    const limiter = new RateLimiter({
+      store: new RedisStore({ client, controlRefreshMs: 0 }),
+      prefix: 'hw',
+    });
     const until = Date.now() + 60_000;
     await client.hset(
       'hw:{u}:ctl',

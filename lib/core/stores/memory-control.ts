@@ -11,11 +11,6 @@ export interface ControlEffect {
   untilMs?: number;
 }
 
-/** The control key of the identity a policy key belongs to: `<prefix>:{<identity>}:ctl`. */
-export function controlKeyOf(policyKey: string): string {
-  return `${policyKey.slice(0, policyKey.indexOf('}') + 1)}:ctl`;
-}
-
 /**
  * Overrides and exemptions, as the Redis script applies them, for MemoryStore: `control` is
  * the identity's live control fields, if any.

@@ -1,8 +1,8 @@
 import { ALGORITHM_IMPLS, decideAll, type State } from '../algorithms/index.js';
-import { algorithmTagOf } from '../keys.js';
+import { algorithmTagOf, controlKeyOf } from '../keys.js';
 import { quote, RateLimitConfigError } from '../errors.js';
 import { blockedOutcome, blockKeyOf, startsBlock } from '../penalty.js';
-import { changeControl, controlEffect, controlKeyOf, type Controls } from './memory-control.js';
+import { changeControl, controlEffect, type Controls } from './memory-control.js';
 import { LeaseTable } from './memory-leases.js';
 import type { Lease } from '../concurrency.js';
 import { markOf, refundedState, type StoreRefund } from '../refund.js';

@@ -102,3 +102,22 @@ export function pairsToRecord(pairs: readonly string[]): Record<string, string> 
 export function isNoScript(error: unknown): boolean {
   return error instanceof Error && error.message.startsWith('NOSCRIPT');
 }
+
+/**
+ * Runs a script by EVALSHA, and sends it in full (EVAL) only when Redis answers `NOSCRIPT`:
+ * the script did not run then, so sending it again cannot run it twice.
+ */
+export async function evalScript(
+  client: Redis | Cluster,
+  script: string,
+  sha: string,
+  keys: readonly string[],
+  args: readonly (string | number)[],
+): Promise<unknown> {
+  try {
+    return await client.evalsha(sha, keys.length, ...keys, ...args);
+  } catch (error) {
+    if (!isNoScript(error)) throw error;
+    return await client.eval(script, keys.length, ...keys, ...args);
+  }
+}

@@ -10,17 +10,21 @@ export const ARGS_PER_POLICY = 5;
  * One script for every request: all policies of the request, any mix of algorithms,
  * decided and committed atomically, all-or-nothing (DESIGN §4).
  *
- * KEYS[i]: policy i's state key (all keys of a call share one hash tag). The script also
- * reads each identity's control hash `<prefix>:{<identity>}:ctl` (overrides, exemption).
+ * KEYS[i]: policy i's state key (all keys of a call share one hash tag). For a policy whose
+ * algorithm code is negative, the script also reads its identity's control hash
+ * `<prefix>:{<identity>}:ctl` (overrides, exemption): RedisStore makes it so for the
+ * identities its index of controlled identities lists (see redis-control-index.ts), and for
+ * every identity while it has no index; the others pay for no read.
  * ARGV[1]: the mode: `c` to commit an admitted request, `d` to decide only (writes
  * nothing), `b` to decide and write only penalties (a denial decided on Cluster), all on
  * the Redis server clock; tests add their clock in ms: `c<now>`, `d<now>`, `b<now>`.
  * ARGV[5i-3 .. 5i+1]: policy i's algorithm code (1 fixed window, 2 sliding window, 3 token
- * bucket, 4 GCRA), limit, periodMs, capacity, cost. A policy with a penalty (see
- * penalty.ts) gives its code as `<code>b<blockMs>`, or `<code>B<blockMs>` to restart the
+ * bucket, 4 GCRA; negated: read the control hash), limit, periodMs, capacity, cost. A policy
+ * with a penalty (see penalty.ts) gives its code as `<code>b<blockMs>`, or `<code>B<blockMs>` to restart the
  * block on a refusal during it; its block is the key `<KEYS[i]>:b` (same slot), read with
  * PTTL (on a test clock: GET, the value being the end in ms) only for such policies.
- * A concurrency limit gives its code as `5:<leaseId>` (limit = slots, periodMs = leaseMs):
+ * A concurrency limit gives its code as `5:<leaseId>` (`-5:<leaseId>`: read the control
+ * hash too; limit = slots, periodMs = leaseMs):
  * its KEYS[i] is a sorted set of leases (see redis-lease-script.ts), taken only on commit
  * once every policy admits; overrides do not apply to it, an exemption takes no slot.
  *
@@ -75,16 +79,19 @@ for i = 1, n do
   local v, ttl, keep, ou
   local blk, ext, lifted, denies, lease
   if not code then
-    lease = string.match(ARGV[j], '^5:(.+)$')
-    if lease then code = 5 end
+    -- A concurrency limit: '5:<leaseId>', or '-5:<leaseId>' to read the control hash too.
+    local sign
+    sign, lease = string.match(ARGV[j], '^(-?)5:(.+)$')
+    if lease then code = sign == '' and 5 or -5 end
   end
   if not code then
     -- A policy with a penalty: '<code>b<blockMs>', or 'B' when a refusal during the block
     -- starts it again. A policy without one costs no more than this failed tonumber.
-    local c, e, b = string.match(ARGV[j], '^(%d)([bB])(%d+)$')
+    local c, e, b = string.match(ARGV[j], '^(-?%d)([bB])(%d+)$')
     code, blk, ext = tonumber(c), tonumber(b), e == 'B'
   end
-  do
+  if code < 0 then
+    code = -code
     -- The identity's control hash (overrides, exemption), read once per identity. It is
     -- not declared in KEYS: it shares the policy key's hash tag, hence its slot, and a
     -- declared key that rarely exists would turn every call during a Cluster slot

@@ -100,6 +100,13 @@ export interface RateLimitStore {
    * @returns how many slots were freed
    */
   release?(leases: readonly Lease[]): Promise<number>;
+  /**
+   * Told by each `RateLimiter` on the store, once, the key prefix it uses and what to call
+   * with the identity key prefixes (`<prefix>:{<tag>}:`) whose overrides or exemptions
+   * changed elsewhere (its deny cache forgets their denials). Optional: for a store that
+   * keeps a local view of controls, as RedisStore's index of controlled identities.
+   */
+  watchControls?(prefix: string, changed?: (identityPrefixes: readonly string[]) => void): void;
   /** Releases what the store itself created (timers, its own connections). */
   close?(): Promise<void>;
 }
