@@ -300,6 +300,10 @@ export class RateLimiter {
         let decision = decisionOf(policies, outcomes);
         const leases = decision.allowed ? leasesOf(storePolicies, outcomes) : undefined;
         if (leases) decision = { ...decision, leases };
+        // On Cluster, identities are committed one after the other: a later one's refusal
+        // leaves the slots an earlier one took. Given back at once, not after their lease.
+        else if (!decision.allowed && entries.some((e) => e.identity !== entries[0]!.identity))
+          this.abandon(storePolicies);
         if (cache && !decision.allowed && !slotRefused(storePolicies, outcomes)) {
           cache.remember(
             signature,
@@ -309,7 +313,29 @@ export class RateLimiter {
         }
         return decision;
       },
+      (error: unknown) => {
+        // A call that timed out may still run in Redis and take its slots, with no one left
+        // to give them back: released now (after it, on the same connection), not after
+        // their lease.
+        this.abandon(storePolicies);
+        throw error;
+      },
     );
+  }
+
+  /** Gives back, without waiting, every slot these policies may have taken. */
+  private abandon(policies: readonly StorePolicy[]): void {
+    const leases: Lease[] = [];
+    for (const p of policies) {
+      if (p.lease !== undefined && p.cost > 0) leases.push({ key: p.key, id: p.lease });
+    }
+    if (leases.length === 0 || typeof this.store.release !== 'function') return;
+    // Nothing waits on it, and a failure changes nothing: the lease still expires.
+    try {
+      this.store.release(leases).catch(() => undefined);
+    } catch {
+      // A store that throws instead of rejecting: the same.
+    }
   }
 }
 

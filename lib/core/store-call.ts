@@ -68,10 +68,18 @@ export function boundedCall<T>(
   });
 }
 
+/** What ioredis answers for a command sent while it is not connected. */
+const OFFLINE = /Stream isn't writeable|Connection is closed/;
+
 function toBackendError(error: unknown): RateLimitBackendError {
   if (error instanceof RateLimitBackendError) return error;
   const message = error instanceof Error ? error.message : String(error);
   // A reply from Redis means it is up and refused this call; anything else means we could not reach it.
   const kind = error instanceof Error && error.name === 'ReplyError' ? 'error' : 'unavailable';
-  return new RateLimitBackendError(kind, `rate-limit store failed: ${message}`, { cause: error });
+  // ioredis's words for "not connected" read as advice to turn its offline queue on, which
+  // the module turns off on purpose (a request must never wait for a reconnection).
+  const text = OFFLINE.test(message)
+    ? `rate-limit store unreachable: not connected to Redis (${message})`
+    : `rate-limit store failed: ${message}`;
+  return new RateLimitBackendError(kind, text, { cause: error });
 }

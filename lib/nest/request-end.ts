@@ -26,7 +26,11 @@ export class RequestEnds {
     enforcing: readonly { rule: Rule }[],
     spending: Spending,
   ): (status: number) => void {
+    // Once: the items of a GraphQL list share one decision, and each item's end reports it.
+    let settled = false;
     return (status) => {
+      if (settled) return;
+      settled = true;
       const indexes: number[] = [];
       enforcing.forEach(({ rule }, i) => {
         const { count, failed } = rule.options;
@@ -42,7 +46,13 @@ export class RequestEnds {
         if (failure !== (count === 'failed')) indexes.push(i);
       });
       if (indexes.length === 0) return;
-      this.limiter.refund(spending, indexes).catch(this.failed(route));
+      // Called from a response's event: a synchronous throw (a store without `refund`)
+      // would be an uncaught exception there.
+      try {
+        this.limiter.refund(spending, indexes).catch(this.failed(route));
+      } catch (error) {
+        this.failed(route)(error);
+      }
     };
   }
 
@@ -55,7 +65,11 @@ export class RequestEnds {
     return () => {
       if (released) return;
       released = true;
-      this.limiter.release(leases).catch(this.failed(route));
+      try {
+        this.limiter.release(leases).catch(this.failed(route));
+      } catch (error) {
+        this.failed(route)(error);
+      }
     };
   }
 

@@ -19,12 +19,14 @@ import { get } from 'node:http';
 import {
   ConcurrencyLimit,
   keys,
+  MemoryStore,
   RateLimit,
   RateLimitService,
+  type RateLimitStore,
   SkipRateLimit,
   type PolicyInput,
 } from '../../lib/index.js';
-import { createApp, PLATFORMS, pollUntil, type AppHandle } from './support/app.js';
+import { CapturingLogger, createApp, PLATFORMS, pollUntil, type AppHandle } from './support/app.js';
 
 /** Requests inside the handlers, and the gate each waits on. */
 const inside = { count: 0, gates: [] as (() => void)[] };
@@ -34,6 +36,16 @@ const gate = async () => {
   inside.count--;
 };
 const openGates = () => inside.gates.splice(0).forEach((open) => open());
+
+/** The `late` route: its identity is known only once the client has gone. */
+const late = { waiting: 0, ran: 0 };
+async function afterClientLeft(ctx: ExecutionContext): Promise<string> {
+  type Closing = { once(event: 'close', listener: () => void): void };
+  const response = ctx.getArgByIndex<Closing & { raw?: Closing }>(1);
+  late.waiting++;
+  await new Promise<void>((resolve) => (response.raw ?? response).once('close', resolve));
+  return 'ip:127.0.0.1';
+}
 
 @Controller('slots')
 class SlotsController {
@@ -48,6 +60,13 @@ class SlotsController {
   @ConcurrencyLimit(1, { key: keys.ip })
   throws() {
     throw new BadRequestException('no');
+  }
+
+  @Get('late')
+  @ConcurrencyLimit(1, { key: afterClientLeft })
+  late() {
+    late.ran++;
+    return 'done';
   }
 
   @Get('stacked')
@@ -178,6 +197,17 @@ describe.each(PLATFORMS)('concurrency limits on %s', (platform) => {
       expect(inside.count).toBe(1);
     });
 
+    it('a client gone before its request was decided gets its slot back at once, not after the lease', async () => {
+      late.waiting = late.ran = 0;
+      const request = get(`${h.url}/slots/late`, { agent: false });
+      request.on('error', () => undefined);
+      expect(await pollUntil(() => Promise.resolve(late.waiting === 1), 2000)).toBe(true);
+      request.destroy();
+      // The handler runs once the guard has decided, taking the slot, after the close.
+      expect(await pollUntil(() => Promise.resolve(late.ran === 1), 2000)).toBe(true);
+      expect(await freeAgain(slotsOf('late', 1), 1)).toBe(true);
+    });
+
     it('stacked with a rate, all-or-nothing: a request refused for lack of a slot spends no rate', async () => {
       const rate: PolicyInput = { name: 'rate', rate: '2/m', scope: 'SlotsController.stacked' };
       const first = h.get('/slots/stacked');
@@ -247,5 +277,32 @@ describe('@ConcurrencyLimit configuration', () => {
     expect(define(0)).toThrow(/invalid concurrent 0.*Reports\.export.*ERR_RATE_LIMIT_CONCURRENCY/s);
     expect(define(5, -1)).toThrow(/invalid leaseMs -1.*Reports\.export/s);
     expect(define(5, 1000)).not.toThrow();
+  });
+});
+
+describe('a store without release', () => {
+  const logger = new CapturingLogger();
+  let h: AppHandle;
+  beforeAll(async () => {
+    // A store of the user's own that delegates consume and reset, and cannot release.
+    const memory = new MemoryStore();
+    const store: RateLimitStore = {
+      consume: (policies) => memory.consume(policies),
+      deleteByPrefix: (prefix) => memory.deleteByPrefix(prefix),
+    };
+    h = await createApp('express', { store }, [SlotsController], { logger });
+  });
+  afterAll(() => h.close());
+
+  it('logs a backend error when a response ends, and never throws from the response event', async () => {
+    expect((await h.get('/slots/throws')).status).toBe(400);
+    const logged = () =>
+      Promise.resolve(logger.matching('cannot release concurrency slots').length > 0);
+    expect(await pollUntil(logged, 2000)).toBe(true);
+    expect(logger.matching('rate_limit.backend_error')).toEqual([
+      expect.stringContaining('this rate-limit store cannot release concurrency slots'),
+    ]);
+    // The app still answers.
+    expect((await h.get('/slots/late-free')).status).toBe(404);
   });
 });

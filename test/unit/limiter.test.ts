@@ -1,4 +1,6 @@
 import { afterEach, describe, expect, it } from '@jest/globals';
+import { Redis } from 'ioredis';
+import { freePort } from '../harness/global-setup.js';
 import {
   definePolicy,
   MemoryStore,
@@ -6,6 +8,7 @@ import {
   RateLimitBackendError,
   RateLimitConfigError,
   RateLimiter,
+  RedisStore,
   type RateLimiterOptions,
   type RateLimitStore,
   type StoreOutcome,
@@ -237,6 +240,29 @@ describe('RateLimiter: backend failures', () => {
     expect(e.name).toBe('RateLimitBackendError');
     expect(e.message).toBe('rate-limit store failed: connect ECONNREFUSED 127.0.0.1:6379');
     expect(e.cause).toBe(cause);
+  });
+
+  it('names an ioredis client that is not connected "unreachable", not its offline-queue advice', async () => {
+    // A real client, set up as the module sets its own, with nothing listening on its port.
+    const client = new Redis({
+      port: await freePort(),
+      lazyConnect: true,
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 0,
+      autoResendUnfulfilledCommands: false,
+    });
+    try {
+      const limiter = new RateLimiter({ store: new RedisStore({ client }) });
+      const error = (await rejection(
+        limiter.consume('user:42', TEN_PER_MINUTE),
+      )) as RateLimitBackendError;
+      expect(error.kind).toBe('unavailable');
+      expect(error.message).toBe(
+        "rate-limit store unreachable: not connected to Redis (Stream isn't writeable and enableOfflineQueue options is false)",
+      );
+    } finally {
+      client.disconnect();
+    }
   });
 
   it('turns a ReplyError into RateLimitBackendError of kind error', async () => {

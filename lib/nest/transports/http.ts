@@ -15,6 +15,8 @@ type HeaderSink = {
 type NodeResponse = {
   once?: (event: 'finish' | 'close', listener: () => void) => void;
   statusCode: number;
+  /** True once 'close' was emitted (Node >= 18). */
+  closed?: boolean;
 };
 
 /** Express's response is the Node one; Fastify's reply holds it as `raw`. */
@@ -72,7 +74,11 @@ export const httpTransport: Transport = {
     node?.once!('finish', () => done(node.statusCode));
   },
   onDone(ctx, done) {
+    const node = nodeResponseOf(ctx);
+    // The client may have gone while the request was being decided: its 'close' is past,
+    // and a listener added now would never run (the slot would wait for its lease).
+    if (node?.closed === true) return done();
     // 'close' fires after 'finish', and also when the connection drops first: every end.
-    nodeResponseOf(ctx)?.once!('close', done);
+    node?.once!('close', done);
   },
 };
