@@ -20,6 +20,7 @@ import {
   RedisStore,
   type RedisStoreOptions,
 } from '../../lib/index.js';
+import { INDEX_SCRIPT } from '../../lib/core/stores/redis-control-index.js';
 import { TestClock } from '../conformance/suite.js';
 import { CapturingLogger, createApp, pollUntil } from '../e2e/support/app.js';
 import { newCluster, newRedis } from '../harness/redis.js';
@@ -102,13 +103,40 @@ describe.each([
       override: { periodMs: 60_000 },
     });
     expect(await a.service.removeOverride('key:1', '*')).toBe(true);
-    // The hash is empty: the identity leaves the index.
-    expect(await client.zrange(`${prefix}:{ctl index}`, '0', '-1')).toEqual([]);
+    // The member stays until its end (an empty hash is read meanwhile): taking it out could
+    // hide another instance's new entry (see the next test).
+    expect(await client.zrange(`${prefix}:{ctl index}`, '0', '-1')).toEqual([
+      controlKey(prefix, 'key:1'),
+    ]);
     await b.store.refreshControls();
     expect((await b.limiter.consume('key:1', FIVE)).policies[0]).toMatchObject({
       allowed: false,
       limit: 5,
     });
+  });
+
+  it('a removal on A interleaved with a new exemption on B never hides the exemption from C (review)', async () => {
+    const prefix = newPrefix();
+    const [a, b, c] = [instance(prefix), instance(prefix), instance(prefix)];
+    await c.store.refreshControls();
+    await a.service.setOverride('key:8', '*', '50/m', { ttlMs: 60_000, reason: 'old' });
+    // A removes the last field: its hash change lands first...
+    const key = controlKey(prefix, 'key:8');
+    await client.hdel(key, 'o:*:*', 'r:o:*:*');
+    // ...then B sets an exemption (index first, hash second)...
+    await b.service.exempt('key:8', { ttlMs: 60_000, reason: 'new' });
+    // ...then A's index change, as A's removal sends it (its hash was empty): the member
+    // must survive it.
+    const index = `${prefix}:{ctl index}`;
+    await client.eval(INDEX_SCRIPT, 2, index, `${index}:v`, 'r', '', key, '1');
+    expect(await client.zrange(`${prefix}:{ctl index}`, '0', '-1')).toEqual([key]);
+    await c.store.refreshControls();
+    for (let i = 0; i < 7; i++) {
+      expect((await c.limiter.consume('key:8', FIVE)).policies[0]).toMatchObject({
+        allowed: true,
+        exempt: true,
+      });
+    }
   });
 
   it("a new exemption lifts a denial B's deny cache remembers, once B reads the index", async () => {

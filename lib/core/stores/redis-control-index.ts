@@ -21,8 +21,10 @@ const INDEX_MARGIN_MS = 1000;
  * `<prefix>:{ctl index}:v`, a counter bumped by every change. The space in the hash tag keeps
  * both out of every identity's keys (`identityTag` never gives one), and both share a slot.
  * ARGV[1]: `a` (add) or `r` (remove); ARGV[2]: `''` for the server clock, or a test clock's
- * ms; ARGV[3]: the control key; ARGV[4]: for `a`, its entry's ttlMs; for `r`, `1` when its
- * hash is now empty (the member goes) or `0` (it stays; a change all the same).
+ * ms; ARGV[3]: the control key; ARGV[4]: for `a`, its entry's ttlMs. A removal (`r`) only
+ * moves the version: its member stays until its score passes. Taking it out would race a
+ * `set` of another instance (index first, hash second) between this one's hash change and
+ * its index change, and hide that new entry from every instance.
  *
  * Members whose score is not after now go first. A version that does not exist yet is
  * seeded with the server time in µs, so a version that expired and came back never repeats
@@ -45,8 +47,6 @@ if op == 'a' then
   if not score or tonumber(score) < now + ttl then
     redis.call('ZADD', zk, string.format('%d', now + ttl), member)
   end
-elseif ARGV[4] == '1' then
-  redis.call('ZREM', zk, member)
 end
 if redis.call('EXISTS', vk) == 0 then
   local t = redis.call('TIME')
@@ -159,7 +159,8 @@ export class ControlIndex {
     if (change.op === 'set') {
       // Seen by this process's next decision, watched prefix or not.
       (index ?? this.indexOf(prefixOf(controlKey))).members.set(controlKey, Infinity);
-    } else if (change.empty) index?.members.delete(controlKey);
+    }
+    // A removal keeps the member (see INDEX_SCRIPT): requests read an empty hash until it ends.
     this.update();
   }
 
