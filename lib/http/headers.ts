@@ -49,7 +49,8 @@ function shownResetS(p: HeaderPolicy): number {
 
 /**
  * Legacy headers of the most restrictive policy (lowest remaining; ties: longest reset),
- * added to `out`.
+ * added to `out`. They speak of requests per window: an admitting concurrency limit is left
+ * out beside rates (its reset would be its lease, not when a slot frees).
  */
 export function legacyHeaders(
   policies: readonly HeaderPolicy[],
@@ -58,7 +59,9 @@ export function legacyHeaders(
   let best: HeaderPolicy | undefined;
   let bestRemaining = 0;
   let bestReset = 0;
+  const rates = policies.some((p) => p.quotaUnit === undefined);
   for (const p of policies) {
+    if (rates && p.quotaUnit !== undefined && p.allowed) continue;
     const remaining = shownRemaining(p);
     const reset = shownResetS(p);
     if (!best || remaining < bestRemaining || (remaining === bestRemaining && reset > bestReset)) {

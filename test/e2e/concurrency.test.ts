@@ -220,7 +220,11 @@ describe.each(PLATFORMS)('concurrency limits on %s', (platform) => {
       );
       expect((await service.peek(IP, [rate])).policies[0]!.remaining).toBe(1);
       openGates();
-      expect((await first).status).toBe(200);
+      const admitted = await first;
+      expect(admitted.status).toBe(200);
+      // The legacy headers speak of the rate, not of the slot (whose reset is its lease).
+      expect(admitted.headers.get('x-ratelimit-limit')).toBe('2');
+      expect(admitted.headers.get('x-ratelimit-remaining')).toBe('1');
     });
 
     it('per user behind a route guard: decided once authenticated, given back after the response', async () => {

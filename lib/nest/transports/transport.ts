@@ -80,7 +80,7 @@ export interface Transport {
    * Calls `done` once the call has ended, however it ends: response sent, failed, or the
    * connection closed (the handler may still be running then). What gives back the slots of
    * concurrency limits. Transports without it (the handler-bound ones: GraphQL, WebSocket,
-   * RPC) give them back when the handler's result settles (`RateLimitInterceptor`).
+   * RPC) give them back when the handler's result settles (`RateLimitSettleInterceptor`).
    */
   onDone?(ctx: ExecutionContext, done: () => void): void;
 }
