@@ -6,6 +6,13 @@ import { CircuitBreaker, type CircuitState } from './circuit-breaker.js';
 import { leasesOf, slotRefused, type Lease } from './concurrency.js';
 import { DenyCache } from './deny-cache.js';
 import { boundedCall } from './store-call.js';
+import {
+  abandonLeases,
+  refundCall,
+  releaseCall,
+  spendingOf,
+  type CallBounds,
+} from './request-end-calls.js';
 import { decisionOf, storePoliciesOf } from './store-policies.js';
 import type {
   ConsumeOptions,
@@ -136,14 +143,7 @@ export class RateLimiter {
   ): Promise<{ decision: Decision; spending?: Spending }> {
     let spending: Spending | undefined;
     const decision = await this.run(entries, options, false, (policies, outcomes) => {
-      const refunds: Spending['refunds'][number][] = [];
-      outcomes.forEach((o, index) => {
-        const { key, algorithm, limit, periodMs, cost } = policies[index]!;
-        if (o.mark !== undefined && cost > 0 && algorithm !== 'concurrency') {
-          refunds.push({ index, refund: { key, algorithm, limit, periodMs, cost, mark: o.mark } });
-        }
-      });
-      if (refunds.length > 0) spending = { refunds };
+      spending = spendingOf(policies, outcomes);
     });
     return spending ? { decision, spending } : { decision };
   }
@@ -157,19 +157,7 @@ export class RateLimiter {
    * @throws {RateLimitBackendError} when the store fails or exceeds `timeoutMs`
    */
   refund(spending: Spending, indexes?: readonly number[]): Promise<number> {
-    const store = this.store;
-    if (typeof store.refund !== 'function') {
-      throw new RateLimitConfigError(
-        'ERR_RATE_LIMIT_OPTION',
-        'this rate-limit store cannot refund: implement RateLimitStore.refund',
-        'RateLimiter.refund',
-      );
-    }
-    const refunds = spending.refunds
-      .filter((r) => indexes === undefined || indexes.includes(r.index))
-      .map((r) => r.refund);
-    if (refunds.length === 0) return Promise.resolve(0);
-    return boundedCall(() => store.refund!(refunds), this.timeoutMs, this.breaker);
+    return refundCall(this.store, this.bounds(), spending, indexes);
   }
 
   /**
@@ -180,16 +168,7 @@ export class RateLimiter {
    * @throws {RateLimitBackendError} when the store fails or exceeds `timeoutMs`
    */
   release(leases: readonly Lease[]): Promise<number> {
-    const store = this.store;
-    if (typeof store.release !== 'function') {
-      throw new RateLimitConfigError(
-        'ERR_RATE_LIMIT_OPTION',
-        'this rate-limit store cannot release concurrency slots: implement RateLimitStore.release',
-        'RateLimiter.release',
-      );
-    }
-    if (leases.length === 0) return Promise.resolve(0);
-    return boundedCall(() => store.release!(leases), this.timeoutMs, this.breaker);
+    return releaseCall(this.store, this.bounds(), leases);
   }
 
   /**
@@ -261,6 +240,10 @@ export class RateLimiter {
     return boundedCall(() => call(this.store), RESET_TIMEOUT_MS, undefined);
   }
 
+  private bounds(): CallBounds {
+    return { timeoutMs: this.timeoutMs, breaker: this.breaker };
+  }
+
   private run(
     entries: readonly LimitEntry[],
     options: ConsumeOptions,
@@ -303,7 +286,7 @@ export class RateLimiter {
         // On Cluster, identities are committed one after the other: a later one's refusal
         // leaves the slots an earlier one took. Given back at once, not after their lease.
         else if (!decision.allowed && entries.some((e) => e.identity !== entries[0]!.identity))
-          this.abandon(storePolicies);
+          abandonLeases(this.store, storePolicies);
         if (cache && !decision.allowed && !slotRefused(storePolicies, outcomes)) {
           cache.remember(
             signature,
@@ -317,25 +300,10 @@ export class RateLimiter {
         // A call that timed out may still run in Redis and take its slots, with no one left
         // to give them back: released now (after it, on the same connection), not after
         // their lease.
-        this.abandon(storePolicies);
+        abandonLeases(this.store, storePolicies);
         throw error;
       },
     );
-  }
-
-  /** Gives back, without waiting, every slot these policies may have taken. */
-  private abandon(policies: readonly StorePolicy[]): void {
-    const leases: Lease[] = [];
-    for (const p of policies) {
-      if (p.lease !== undefined && p.cost > 0) leases.push({ key: p.key, id: p.lease });
-    }
-    if (leases.length === 0 || typeof this.store.release !== 'function') return;
-    // Nothing waits on it, and a failure changes nothing: the lease still expires.
-    try {
-      this.store.release(leases).catch(() => undefined);
-    } catch {
-      // A store that throws instead of rejecting: the same.
-    }
   }
 }
 
