@@ -1,5 +1,3 @@
-import { performance } from 'node:perf_hooks';
-
 /** A call waiting for its store's answer, until `at` (`performance.now()` ms). */
 export interface Deadline {
   readonly at: number;

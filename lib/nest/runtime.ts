@@ -1,6 +1,7 @@
 import type { ExecutionContext } from '@nestjs/common';
 import { performance } from 'node:perf_hooks';
-import { RateLimitBackendError } from '../core/errors.js';
+import { RateLimitBackendError, RateLimitConfigError } from '../core/errors.js';
+import type { RateLimitStore } from '../core/stores/store.js';
 import type { RateLimiter } from '../core/limiter.js';
 import type { Decision, Policy, PolicyAlgorithm } from '../core/policy.js';
 import { AllowList } from '../http/allow-list.js';
@@ -85,7 +86,9 @@ export class RateLimitRuntime {
    * @throws {RateLimitConfigError} when a policy conflicts with the module options
    */
   routeOf(controller: Target, handler: Target): Route {
-    return this.routes.routeOf(controller, handler);
+    const route = this.routes.routeOf(controller, handler);
+    unsupported(route, this.limiter.store);
+    return route;
   }
 
   /** See {@link RouteTable.knownPolicy}. */
@@ -304,4 +307,26 @@ export class RateLimitRuntime {
     }
     return outcome;
   }
+}
+
+/**
+ * Refuses, at bootstrap, a route whose policies need what the store lacks: `refund` for
+ * `count`, `release` for concurrency limits (a store of your own may leave them out).
+ * @throws {RateLimitConfigError} `ERR_RATE_LIMIT_OPTION`, naming the route and the method
+ */
+function unsupported(route: Route, store: RateLimitStore): void {
+  const rules = [...route.enforced, ...route.shadowed, ...(route.afterGuards?.enforced ?? [])];
+  const missing =
+    typeof store.release !== 'function' && rules.some((r) => r.policy?.algorithm === 'concurrency')
+      ? 'release'
+      : typeof store.refund !== 'function' && rules.some((r) => r.options.count !== undefined)
+        ? 'refund'
+        : undefined;
+  if (missing === undefined) return;
+  const what = missing === 'release' ? 'a concurrency limit' : 'count by outcome';
+  throw new RateLimitConfigError(
+    'ERR_RATE_LIMIT_OPTION',
+    `${what} needs a store that can ${missing}: implement RateLimitStore.${missing}`,
+    route.name,
+  );
 }
