@@ -277,7 +277,14 @@ export class RateLimiter {
     }
     // No async function here: each would add a promise and a turn of the microtask queue
     // to every request.
-    return boundedCall(() => this.store.consume(storePolicies), this.timeoutMs, this.breaker).then(
+    // Whether the call reached the store (not refused by an open breaker): only then can it
+    // have taken slots that need giving back.
+    let sent = false;
+    const consume = () => {
+      sent = true;
+      return this.store.consume(storePolicies);
+    };
+    return boundedCall(consume, this.timeoutMs, this.breaker).then(
       (outcomes) => {
         spent?.(storePolicies, outcomes);
         let decision = decisionOf(policies, outcomes);
@@ -300,7 +307,7 @@ export class RateLimiter {
         // A call that timed out may still run in Redis and take its slots, with no one left
         // to give them back: released now (after it, on the same connection), not after
         // their lease.
-        abandonLeases(this.store, storePolicies);
+        if (sent) abandonLeases(this.store, storePolicies);
         throw error;
       },
     );

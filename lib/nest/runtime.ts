@@ -315,11 +315,17 @@ export class RateLimitRuntime {
  * @throws {RateLimitConfigError} `ERR_RATE_LIMIT_OPTION`, naming the route and the method
  */
 function unsupported(route: Route, store: RateLimitStore): void {
-  const rules = [...route.enforced, ...route.shadowed, ...(route.afterGuards?.enforced ?? [])];
+  // Every step of the route: its policies, those that wait for its guards, and the address
+  // budgets spent before them (always refunded, as `count: 'failed'`).
+  const steps = [route, route.afterGuards, route.afterGuards?.unauthenticated];
+  const enforced = steps.flatMap((r) => r?.enforced ?? []);
+  const shadowed = steps.flatMap((r) => r?.shadowed ?? []);
   const missing =
-    typeof store.release !== 'function' && rules.some((r) => r.policy?.algorithm === 'concurrency')
+    typeof store.release !== 'function' &&
+    [...enforced, ...shadowed].some((r) => r.policy?.algorithm === 'concurrency')
       ? 'release'
-      : typeof store.refund !== 'function' && rules.some((r) => r.options.count !== undefined)
+      : // Shadow policies never refund: they count in a call of their own.
+        typeof store.refund !== 'function' && enforced.some((r) => r.options.count !== undefined)
         ? 'refund'
         : undefined;
   if (missing === undefined) return;

@@ -298,3 +298,45 @@ describe('a store without release', () => {
     await memory.close();
   });
 });
+
+@Controller('account')
+class AccountController {
+  /** Per user behind the route's own guard: the address budget spent first is refunded. */
+  @Get('me')
+  @UseGuards(HeaderAuthGuard)
+  @RateLimit('5/m', { key: keys.user() })
+  me() {
+    return 'me';
+  }
+
+  @Get('login')
+  @RateLimit('3/m', { key: keys.ip, count: 'failed' })
+  login() {
+    return 'in';
+  }
+}
+
+describe('a store without refund (review)', () => {
+  const memory = new MemoryStore();
+  const store: RateLimitStore = {
+    consume: (policies) => memory.consume(policies),
+    deleteByPrefix: (prefix) => memory.deleteByPrefix(prefix),
+    release: (leases) => memory.release(leases),
+  };
+  afterAll(() => memory.close());
+
+  it("fails at bootstrap for a per-user policy behind a route's guard, whose address budget is refunded", async () => {
+    await expect(createApp('express', { store }, [AccountController])).rejects.toThrow(
+      'count by outcome needs a store that can refund: implement RateLimitStore.refund (in AccountController.me) [ERR_RATE_LIMIT_OPTION]',
+    );
+  });
+
+  it('boots in shadow mode, where count never refunds', async () => {
+    const h = await createApp('express', { store, mode: 'shadow' }, [AccountController]);
+    try {
+      expect((await h.get('/account/login')).status).toBe(200);
+    } finally {
+      await h.close();
+    }
+  });
+});

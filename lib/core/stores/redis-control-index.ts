@@ -142,7 +142,8 @@ export class ControlIndex {
 
   /**
    * Writes the index before a control hash changes: `set` adds (or lengthens) `controlKey`'s
-   * entry for `ttlMs`; `remove` drops it when `empty`.
+   * entry for `ttlMs`; `remove` only moves the version (the member stays until it ends: see
+   * INDEX_SCRIPT).
    * @throws what the client throws: the caller must not write the hash then
    */
   async write(
