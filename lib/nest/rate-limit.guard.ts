@@ -181,7 +181,7 @@ export class RateLimitGuard implements CanActivate {
       // it keeps the list.
       skip = this.runtime.allowList?.allows(request) === true || this.shouldSkip(ctx);
       if (skip === true) return Promise.resolve(SKIPPED);
-      if (skip !== false) return this.decideWhenOn(ctx, transport, request, carrier);
+      if (skip !== false) return this.decideWhenOn(ctx, transport, request, carrier, skip);
       first = this.runtime.evaluate(ctx, request);
     } catch (error) {
       return this.undecided(transport, error);
@@ -193,18 +193,23 @@ export class RateLimitGuard implements CanActivate {
     );
   }
 
-  /** {@link RateLimitGuard.decide} with an `enabled` function, or a `skip` that answers later. */
+  /**
+   * {@link RateLimitGuard.decide} with an `enabled` function, or a `skip` that answers later
+   * (`asked`: its pending answer, so that `skip` is asked once per call).
+   */
   private async decideWhenOn(
     ctx: ExecutionContext,
     transport: Transport,
     request: RequestLike | undefined,
     carrier: object,
+    asked?: Promise<boolean>,
   ): Promise<RequestOutcome> {
     const { enabled } = this.runtime.options;
     if (typeof enabled === 'function' && !(await this.killSwitch.on(enabled))) return SKIPPED;
     let first: RequestOutcome;
     try {
-      const skip = this.runtime.allowList?.allows(request) === true || this.shouldSkip(ctx);
+      const skip =
+        asked ?? (this.runtime.allowList?.allows(request) === true || this.shouldSkip(ctx));
       if (typeof skip === 'boolean' ? skip : await skip) return SKIPPED;
       first = await this.runtime.evaluate(ctx, request);
     } catch (error) {

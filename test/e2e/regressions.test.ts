@@ -266,3 +266,38 @@ describe.each(PLATFORMS)('review regressions on %s', (platform) => {
     expect((refused.body as { message: string }).message).toMatch(/Too many requests/);
   });
 });
+
+@Controller('asked')
+class AskedController {
+  @Get()
+  asked() {
+    return 'asked';
+  }
+}
+
+describe('an async skip', () => {
+  let asked = 0;
+  let h: AppHandle;
+  beforeAll(async () => {
+    h = await createApp(
+      'express',
+      {
+        store: 'memory',
+        default: '3/m',
+        skip: () => {
+          asked++;
+          return Promise.resolve(false);
+        },
+      },
+      [AskedController],
+    );
+  });
+  afterAll(() => h.close());
+
+  it('is asked once per request (review of the request path: it was asked twice)', async () => {
+    const statuses: number[] = [];
+    for (let i = 0; i < 4; i++) statuses.push((await h.get('/asked')).status);
+    expect(statuses).toEqual([200, 200, 200, 429]);
+    expect(asked).toBe(4);
+  });
+});
