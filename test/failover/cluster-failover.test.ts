@@ -28,6 +28,7 @@ import {
   failoverFigures,
   scriptCalls,
   trafficUntil,
+  type Holds,
   type Sample,
 } from '../e2e/support/traffic.js';
 
@@ -37,13 +38,6 @@ const WORKER = fileURLToPath(new URL('./app-worker.ts', import.meta.url));
 const TIMEOUT_MS = 100;
 const CONCURRENCY = 3;
 
-/** GET /holds of the app process (see app-worker.ts). */
-interface Holds {
-  decisions: number;
-  maxMs: number;
-  slowest: number[];
-  loopDelayMaxMs: number;
-}
 const USER = 'cluster-failover';
 
 describe('Cluster failover under traffic', () => {

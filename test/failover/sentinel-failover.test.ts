@@ -25,6 +25,7 @@ import {
   failoverFigures,
   scriptCalls,
   trafficUntil,
+  type Holds,
   type Sample,
 } from '../e2e/support/traffic.js';
 
@@ -34,14 +35,6 @@ const WORKER = fileURLToPath(new URL('./app-worker.ts', import.meta.url));
 const TIMEOUT_MS = 100;
 /** Requests in flight at once: also the bound on writes a crash can lose. */
 const CONCURRENCY = 3;
-
-/** GET /holds of the app process (see app-worker.ts). */
-interface Holds {
-  decisions: number;
-  maxMs: number;
-  slowest: number[];
-  loopDelayMaxMs: number;
-}
 
 describe('Sentinel failover under traffic', () => {
   let group: SentinelGroupHandle;

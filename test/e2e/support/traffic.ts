@@ -69,6 +69,14 @@ export async function errorCount(port: number, prefix: string): Promise<number> 
 }
 
 /** What a failover under traffic came to (see {@link failoverFigures}). */
+/** What a failover test's app process measured (GET /holds of test/failover/app-worker.ts). */
+export interface Holds {
+  decisions: number;
+  maxMs: number;
+  slowest: number[];
+  loopDelayMaxMs: number;
+}
+
 export interface FailoverFigures {
   requests: number;
   /** Answers the store decided (with headers). */
