@@ -1,5 +1,5 @@
 import type { CircuitBreaker } from './circuit-breaker.js';
-import { deadlineIn } from './deadlines.js';
+import { deadlineIn, finished } from './deadlines.js';
 import { RateLimitBackendError } from './errors.js';
 
 /**
@@ -53,14 +53,14 @@ export function boundedCall<T>(
       (value) => {
         if (settled) return;
         settled = true;
-        if (deadline) deadline.done = true;
+        if (deadline) finished(deadline);
         breaker?.succeeded();
         resolve(value);
       },
       (error: unknown) => {
         if (settled) return;
         settled = true;
-        if (deadline) deadline.done = true;
+        if (deadline) finished(deadline);
         breaker?.failed();
         reject(toBackendError(error));
       },
