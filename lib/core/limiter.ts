@@ -269,9 +269,10 @@ export class RateLimiter {
       return Promise.reject(error as Error);
     }
     const cache = peek || options.denyCache === false ? undefined : this.denials;
-    let signature = '';
-    if (cache) {
-      for (const p of storePolicies) signature += `${p.key}\0${p.cost}\0${p.limit}/${p.periodMs}\n`;
+    // While the cache remembers no refusal (the usual case), no signature to build per request.
+    let signature: string | undefined;
+    if (cache !== undefined && cache.size !== 0) {
+      signature = signatureOf(storePolicies);
       const remembered = cache.get(signature);
       if (remembered) return Promise.resolve(remembered);
     }
@@ -296,7 +297,7 @@ export class RateLimiter {
           abandonLeases(this.store, storePolicies);
         if (cache && !decision.allowed && !slotRefused(storePolicies, outcomes)) {
           cache.remember(
-            signature,
+            signature ?? signatureOf(storePolicies),
             decision,
             entries.map((e) => identityKeyPrefix(this.prefix, e.identity)),
           );
@@ -312,6 +313,13 @@ export class RateLimiter {
       },
     );
   }
+}
+
+/** What the deny cache knows a request by: each policy's key, cost and rate. */
+function signatureOf(policies: readonly StorePolicy[]): string {
+  let signature = '';
+  for (const p of policies) signature += `${p.key}\0${p.cost}\0${p.limit}/${p.periodMs}\n`;
+  return signature;
 }
 
 function entriesOf(identity: string, policies: Policies): LimitEntry[] {

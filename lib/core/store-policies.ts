@@ -34,59 +34,70 @@ export function storePoliciesOf(
   policies: Policy[],
   refundable = false,
 ): StorePolicy[] {
-  const budgets = new Set<string>();
-  return entries.map(
-    ({ identity, policy: input, cost: entryCost, scope: entryScope }): StorePolicy => {
-      if (typeof identity !== 'string') {
-        throw new TypeError(`rate-limit identity must be a string, got ${quote(identity)}`);
+  // A plain loop and objects of one shape: this runs for every request.
+  const out: StorePolicy[] = new Array<StorePolicy>(entries.length);
+  let budgets: Set<string> | undefined;
+  for (let i = 0; i < entries.length; i++) {
+    const { identity, policy: input, cost: entryCost, scope: entryScope } = entries[i]!;
+    if (typeof identity !== 'string') {
+      throw new TypeError(`rate-limit identity must be a string, got ${quote(identity)}`);
+    }
+    const policy = toPolicy(input);
+    if (entryScope !== undefined) checkScope(entryScope);
+    const policyScope = policy.scope ?? entryScope ?? scope;
+    // Identity, scope and name identify a budget; two on one request would count twice
+    // against it. (Scopes and names cannot hold NUL; a single entry has nothing to clash with.)
+    if (entries.length > 1) {
+      const budget = `${identity}\0${policyScope}\0${policy.name}`;
+      budgets ??= new Set<string>();
+      if (budgets.has(budget)) {
+        throw new RateLimitConfigError(
+          'ERR_RATE_LIMIT_DUPLICATE_POLICY',
+          `two policies named "${policy.name}" in scope "${policyScope}" on one request`,
+        );
       }
-      const policy = toPolicy(input);
-      if (entryScope !== undefined) checkScope(entryScope);
-      const policyScope = policy.scope ?? entryScope ?? scope;
-      // Identity, scope and name identify a budget; two on one request would count twice
-      // against it. (Scopes and names cannot hold NUL; a single entry has nothing to clash with.)
-      if (entries.length > 1) {
-        const budget = `${identity}\0${policyScope}\0${policy.name}`;
-        if (budgets.has(budget)) {
-          throw new RateLimitConfigError(
-            'ERR_RATE_LIMIT_DUPLICATE_POLICY',
-            `two policies named "${policy.name}" in scope "${policyScope}" on one request`,
-          );
-        }
-        budgets.add(budget);
-      }
-      let spend = entryCost ?? policy.cost ?? cost;
-      if (entryCost !== undefined) checkCost(entryCost, undefined, policy.name);
-      policies.push(policy);
-      // A concurrency limit: one request, one slot, whatever the request's cost (0 peeks).
-      const lease = policy.leaseMs !== undefined;
-      if (lease) spend = Math.min(1, spend);
-      return {
-        key: policyKey(
-          prefix,
-          identity,
-          policyScope,
-          policy.name,
-          ALGORITHM_IMPLS[policy.algorithm].tag,
-        ),
-        algorithm: policy.algorithm,
-        limit: policy.limit,
-        periodMs: policy.periodMs,
-        capacity: policy.capacity,
-        cost: peek ? 0 : spend,
-        ...(policy.blockMs !== undefined && { blockMs: policy.blockMs }),
-        ...(policy.extendBlock && { extendBlock: true as const }),
-        ...(refundable && !lease && { refundable: true as const }),
-        ...(lease && !peek && spend > 0 && { lease: newLeaseId() }),
-      };
-    },
-  );
+      budgets.add(budget);
+    }
+    let spend = entryCost ?? policy.cost ?? cost;
+    if (entryCost !== undefined) checkCost(entryCost, undefined, policy.name);
+    policies.push(policy);
+    // A concurrency limit: one request, one slot, whatever the request's cost (0 peeks).
+    const lease = policy.leaseMs !== undefined;
+    if (lease) spend = Math.min(1, spend);
+    const stored: Mutable<StorePolicy> = {
+      key: policyKey(
+        prefix,
+        identity,
+        policyScope,
+        policy.name,
+        ALGORITHM_IMPLS[policy.algorithm].tag,
+      ),
+      algorithm: policy.algorithm,
+      limit: policy.limit,
+      periodMs: policy.periodMs,
+      capacity: policy.capacity,
+      cost: peek ? 0 : spend,
+    };
+    // Set only when present: a store tells them apart with `!== undefined` and `in` alike.
+    if (policy.blockMs !== undefined) stored.blockMs = policy.blockMs;
+    if (policy.extendBlock) stored.extendBlock = true;
+    if (refundable && !lease) stored.refundable = true;
+    if (lease && !peek && spend > 0) stored.lease = newLeaseId();
+    out[i] = stored;
+  }
+  return out;
 }
+
+type Mutable<T> = { -readonly [K in keyof T]: T[K] };
 
 /** The decision of the store's outcomes, in the order of `policies`. */
 export function decisionOf(policies: Policy[], outcomes: StoreOutcome[]): Decision {
-  const decisions: PolicyDecision[] = outcomes.map((o, i) => {
-    const decision: PolicyDecision = {
+  const decisions: PolicyDecision[] = new Array<PolicyDecision>(outcomes.length);
+  let allowed = true;
+  let tooCostly = false;
+  for (let i = 0; i < outcomes.length; i++) {
+    const o = outcomes[i]!;
+    const decision: Mutable<PolicyDecision> = {
       name: policies[i]!.name,
       allowed: o.allowed,
       limit: o.override?.limit ?? policies[i]!.limit,
@@ -94,14 +105,17 @@ export function decisionOf(policies: Policy[], outcomes: StoreOutcome[]): Decisi
       resetMs: o.resetMs,
       retryAfterMs: o.retryAfterMs,
     };
-    if (o.blocked) return { ...decision, blocked: true };
-    if (o.exempt) return { ...decision, exempt: true };
-    if (o.override) return { ...decision, override: { periodMs: o.override.periodMs } };
-    return decision;
-  });
-  if (decisions.every((d) => d.allowed)) return { allowed: true, policies: decisions };
-  const reason = decisions.some((d) => d.retryAfterMs === Infinity)
-    ? 'cost_exceeds_limit'
-    : 'limit_exceeded';
-  return { allowed: false, reason, policies: decisions };
+    if (o.blocked) decision.blocked = true;
+    else if (o.exempt) decision.exempt = true;
+    else if (o.override) decision.override = { periodMs: o.override.periodMs };
+    decisions[i] = decision;
+    if (!o.allowed) allowed = false;
+    if (o.retryAfterMs === Infinity) tooCostly = true;
+  }
+  if (allowed) return { allowed: true, policies: decisions };
+  return {
+    allowed: false,
+    reason: tooCostly ? 'cost_exceeds_limit' : 'limit_exceeded',
+    policies: decisions,
+  };
 }

@@ -59,7 +59,8 @@ export function legacyHeaders(
   let best: HeaderPolicy | undefined;
   let bestRemaining = 0;
   let bestReset = 0;
-  const rates = policies.some((p) => p.quotaUnit === undefined);
+  let rates = false;
+  for (const p of policies) if (p.quotaUnit === undefined) rates = true;
   for (const p of policies) {
     if (rates && p.quotaUnit !== undefined && p.allowed) continue;
     const remaining = shownRemaining(p);

@@ -32,32 +32,52 @@ export function identitiesOf(
   const helpers: KeyHelpers = {
     ip: () => (ip ??= ipIdentity(request ?? NO_REQUEST, ipOptions)),
   };
-  const accept = (id: unknown): string => {
-    if (id === undefined || id === '') return helpers.ip();
-    if (typeof id === 'string') return id;
-    if (typeof id === 'number' && Number.isFinite(id)) return String(id);
-    throw new RateLimitConfigError(
-      'ERR_RATE_LIMIT_OPTION',
-      `a key function returned ${quote(id)}`,
-      route,
-    );
-  };
-  const fallback = (error: unknown): string => {
-    events.configError(route, error);
-    return helpers.ip();
-  };
-  const cache = new Map<KeyFn, string | Promise<string>>();
+  // Most routes have one key function: one remembered answer, and a Map only for more.
+  let firstKey: KeyFn | undefined;
+  let firstIdentity: string | Promise<string> | undefined;
+  let more: Map<KeyFn, string | Promise<string>> | undefined;
   return (key: KeyFn): string | Promise<string> => {
-    let identity = cache.get(key);
+    if (key === firstKey) return firstIdentity!;
+    let identity = more?.get(key);
     if (identity === undefined) {
       try {
         const id: unknown = key(ctx, helpers);
-        identity = isThenable(id) ? Promise.resolve(id).then(accept).catch(fallback) : accept(id);
+        identity = isThenable(id)
+          ? Promise.resolve(id)
+              .then((answer) => accepted(answer, helpers, route))
+              .catch((error: unknown) => fallback(error, helpers, route, events))
+          : accepted(id, helpers, route);
       } catch (error) {
-        identity = fallback(error);
+        identity = fallback(error, helpers, route, events);
       }
-      cache.set(key, identity);
+      if (firstKey === undefined) {
+        firstKey = key;
+        firstIdentity = identity;
+      } else (more ??= new Map()).set(key, identity);
     }
     return identity;
   };
+}
+
+/** A key function's answer as an identity; nothing (undefined, '') means the client IP. */
+function accepted(id: unknown, helpers: KeyHelpers, route: string): string {
+  if (typeof id === 'string' && id !== '') return id;
+  if (id === undefined || id === '') return helpers.ip();
+  if (typeof id === 'number' && Number.isFinite(id)) return String(id);
+  throw new RateLimitConfigError(
+    'ERR_RATE_LIMIT_OPTION',
+    `a key function returned ${quote(id)}`,
+    route,
+  );
+}
+
+/** A key function that failed: logged, and the client IP instead. */
+function fallback(
+  error: unknown,
+  helpers: KeyHelpers,
+  route: string,
+  events: RateLimitEvents,
+): string {
+  events.configError(route, error);
+  return helpers.ip();
 }

@@ -102,7 +102,9 @@ export class Outcomes {
   /** The outcome of the store's decision on `enforcing`, in the same order. */
   decided(decision: Decision, enforcing: Entry[], route: string): RequestOutcome {
     const shown: HeaderPolicy[] = [];
-    decision.policies.forEach((p, i) => {
+    const policies = decision.policies;
+    for (let i = 0; i < policies.length; i++) {
+      const p = policies[i]!;
       const { rule, entry } = enforcing[i]!;
       if (p.override) {
         this.events.overrideApplied({
@@ -113,20 +115,20 @@ export class Outcomes {
           periodMs: p.override.periodMs,
         });
       }
-      if (rule.headers)
-        shown.push({
-          name: p.name,
-          allowed: p.allowed,
-          limit: p.limit,
-          remaining: p.remaining,
-          resetMs: p.resetMs,
-          retryAfterMs: p.retryAfterMs,
-          periodMs: p.override?.periodMs ?? (entry.policy as Policy).periodMs,
-          ...((entry.policy as Policy).algorithm === 'concurrency' && {
-            quotaUnit: 'concurrent-requests' as const,
-          }),
-        });
-    });
+      if (!rule.headers) continue;
+      const policy = entry.policy as Policy;
+      const header: { -readonly [K in keyof HeaderPolicy]: HeaderPolicy[K] } = {
+        name: p.name,
+        allowed: p.allowed,
+        limit: p.limit,
+        remaining: p.remaining,
+        resetMs: p.resetMs,
+        retryAfterMs: p.retryAfterMs,
+        periodMs: p.override?.periodMs ?? policy.periodMs,
+      };
+      if (policy.algorithm === 'concurrency') header.quotaUnit = 'concurrent-requests';
+      shown.push(header);
+    }
     const headers = this.headers(shown);
     if (decision.allowed) return { allowed: true, headers, decision, shown };
     const retryAfter = retryAfterSeconds(decision.policies);
