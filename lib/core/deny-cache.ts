@@ -1,5 +1,6 @@
 import { quote, RateLimitConfigError } from './errors.js';
 import type { Decision } from './policy.js';
+import type { StorePolicy } from './stores/store.js';
 
 /** Options of the local deny cache. Durations in **ms**. */
 export interface DenyCacheOptions {
@@ -117,4 +118,11 @@ export class DenyCache {
   get size(): number {
     return this.entries.size;
   }
+}
+
+/** What the deny cache knows a request by: each policy's key, cost and rate. */
+export function signatureOf(policies: readonly StorePolicy[]): string {
+  let signature = '';
+  for (const p of policies) signature += `${p.key}\0${p.cost}\0${p.limit}/${p.periodMs}\n`;
+  return signature;
 }

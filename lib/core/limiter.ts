@@ -1,11 +1,11 @@
-import { quote, RateLimitConfigError } from './errors.js';
+import { RateLimitConfigError } from './errors.js';
 import { inspectedOf, type InspectedPolicy, type InspectOptions } from './inspect.js';
 import { checkPrefix, identityKeyPrefix } from './keys.js';
 import { checkCost, checkScope, type Decision, type Policy, type PolicyInput } from './policy.js';
 import { CircuitBreaker, type CircuitState } from './circuit-breaker.js';
 import { leasesOf, slotRefused, type Lease } from './concurrency.js';
-import { DenyCache } from './deny-cache.js';
-import { boundedCall } from './store-call.js';
+import { DenyCache, signatureOf } from './deny-cache.js';
+import { boundedCall, checkTimeoutMs } from './store-call.js';
 import {
   abandonLeases,
   refundCall,
@@ -32,7 +32,6 @@ export type {
 } from './limiter-types.js';
 import type { RateLimitStore, StoreOutcome, StorePolicy } from './stores/store.js';
 
-const MAX_TIMER_MS = 2 ** 31 - 1;
 /** How long `reset`, `inspect` and other operator calls may take, in ms: they may have to scan the keyspace. */
 const RESET_TIMEOUT_MS = 30_000;
 
@@ -66,18 +65,7 @@ export class RateLimiter {
       );
     }
     checkPrefix(prefix, 'RateLimiter');
-    // Timers turn a delay above 2^31-1 ms into 1 ms, so only Infinity may go beyond it.
-    if (
-      typeof timeoutMs !== 'number' ||
-      !(timeoutMs > 0) ||
-      (timeoutMs > MAX_TIMER_MS && timeoutMs !== Infinity)
-    ) {
-      throw new RateLimitConfigError(
-        'ERR_RATE_LIMIT_OPTION',
-        `invalid timeoutMs ${quote(timeoutMs)}: expected a number of ms > 0 and <= 2^31-1, or Infinity`,
-        'RateLimiter',
-      );
-    }
+    checkTimeoutMs(timeoutMs, 'RateLimiter');
     this.store = store;
     this.prefix = prefix;
     this.timeoutMs = timeoutMs;
@@ -313,13 +301,6 @@ export class RateLimiter {
       },
     );
   }
-}
-
-/** What the deny cache knows a request by: each policy's key, cost and rate. */
-function signatureOf(policies: readonly StorePolicy[]): string {
-  let signature = '';
-  for (const p of policies) signature += `${p.key}\0${p.cost}\0${p.limit}/${p.periodMs}\n`;
-  return signature;
 }
 
 function entriesOf(identity: string, policies: Policies): LimitEntry[] {

@@ -1,6 +1,6 @@
 import type { CircuitBreaker } from './circuit-breaker.js';
 import { deadlineIn, finished } from './deadlines.js';
-import { RateLimitBackendError } from './errors.js';
+import { quote, RateLimitBackendError, RateLimitConfigError } from './errors.js';
 
 /**
  * Bounds a store call by `timeoutMs`, passes it through the circuit breaker (when one is
@@ -82,4 +82,25 @@ function toBackendError(error: unknown): RateLimitBackendError {
     ? `rate-limit store unreachable: not connected to Redis (${message})`
     : `rate-limit store failed: ${message}`;
   return new RateLimitBackendError(kind, text, { cause: error });
+}
+
+/** Timers turn a delay above 2^31-1 ms into 1 ms, so only Infinity may go beyond it. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/**
+ * Checks a store-call timeout: a number of **ms** > 0 and <= 2^31-1, or `Infinity`.
+ * @throws {RateLimitConfigError} `ERR_RATE_LIMIT_OPTION`
+ */
+export function checkTimeoutMs(timeoutMs: unknown, where: string): asserts timeoutMs is number {
+  if (
+    typeof timeoutMs !== 'number' ||
+    !(timeoutMs > 0) ||
+    (timeoutMs > MAX_TIMER_MS && timeoutMs !== Infinity)
+  ) {
+    throw new RateLimitConfigError(
+      'ERR_RATE_LIMIT_OPTION',
+      `invalid timeoutMs ${quote(timeoutMs)}: expected a number of ms > 0 and <= 2^31-1, or Infinity`,
+      where,
+    );
+  }
 }
