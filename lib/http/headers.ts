@@ -78,6 +78,39 @@ export function legacyHeaders(
   return out;
 }
 
+/** The `RateLimit-Policy` item last made per policy name, reused while its quota holds. */
+const policyItems = new Map<
+  string,
+  { limit: number; periodMs: number; unit?: string; item: string }
+>();
+/** Policy names are few (they are written in code); past this, items are made afresh. */
+const MAX_POLICY_ITEMS = 1024;
+
+/** One policy's `RateLimit-Policy` item: the same string for every request of a route. */
+function policyItem(p: HeaderPolicy): string {
+  const known = policyItems.get(p.name);
+  if (
+    known !== undefined &&
+    known.limit === p.limit &&
+    known.periodMs === p.periodMs &&
+    known.unit === p.quotaUnit
+  ) {
+    return known.item;
+  }
+  // `w` is whole seconds: a period that is not (`10/500ms`) goes without it rather than misstate it.
+  const window =
+    p.quotaUnit !== undefined
+      ? `;qu="${p.quotaUnit}"`
+      : p.periodMs % 1000 === 0
+        ? `;w=${p.periodMs / 1000}`
+        : '';
+  const item = `"${p.name}";q=${p.limit}${window}`;
+  if (policyItems.size < MAX_POLICY_ITEMS || known !== undefined) {
+    policyItems.set(p.name, { limit: p.limit, periodMs: p.periodMs, unit: p.quotaUnit, item });
+  }
+  return item;
+}
+
 /** `RateLimit-Policy` and `RateLimit` (draft-ietf-httpapi-ratelimit-headers-10), added to `out`. */
 export function draft10Headers(
   policies: readonly HeaderPolicy[],
@@ -87,14 +120,7 @@ export function draft10Headers(
   let limit = '';
   for (const p of policies) {
     const sep = policy === '' ? '' : ', ';
-    // `w` is whole seconds: a period that is not (`10/500ms`) goes without it rather than misstate it.
-    const window =
-      p.quotaUnit !== undefined
-        ? `;qu="${p.quotaUnit}"`
-        : p.periodMs % 1000 === 0
-          ? `;w=${p.periodMs / 1000}`
-          : '';
-    policy += `${sep}"${p.name}";q=${p.limit}${window}`;
+    policy += sep + policyItem(p);
     limit += `${sep}"${p.name}";r=${shownRemaining(p)};t=${shownResetS(p)}`;
   }
   if (policy === '') return out;
