@@ -21,6 +21,19 @@ export function outcomesOf(
 ): StoreOutcome[] {
   // The script returns each state as it stood; the TypeScript reference turns it into the
   // numbers reported, deciding exactly as the script did (test/integration/lua-reference).
+  const only = policies.length === 1 ? policies[0]! : undefined;
+  if (typeof reply === 'number' && only?.blockMs === undefined && only !== undefined) {
+    // The usual request: one token bucket or GCRA debt, no control, no penalty.
+    const o = ALGORITHM_IMPLS[only.algorithm].evaluate(
+      [Math.floor(reply / only.limit), reply % only.limit],
+      0,
+      only,
+    );
+    const { allowed, remaining, resetMs, retryAfterMs } = o;
+    if (!only.refundable || !o.state) return [{ allowed, remaining, resetMs, retryAfterMs }];
+    const mark = markOf(only.algorithm, o.state, clock?.() ?? Date.now());
+    return [{ allowed, remaining, resetMs, retryAfterMs, mark }];
+  }
   const values = typeof reply === 'number' ? [reply] : reply;
   let r = 0;
   const evaluations = policies.map((policy) => {

@@ -185,7 +185,8 @@ export class RedisStore implements RateLimitStore {
     return this.evalConsume(
       policies.map((p) => p.key),
       args,
-    ).then((reply) => outcomesOf(policies, reply, mode, this.clock));
+      (reply) => outcomesOf(policies, reply, mode, this.clock),
+    );
   }
 
   /** One script call per identity (hash tag); see REFUND_SCRIPT. */
@@ -278,16 +279,23 @@ export class RedisStore implements RateLimitStore {
     };
   }
 
-  private evalConsume(keys: string[], args: (string | number)[]): Promise<ScriptReply> {
+  /** The consume script's reply, read by `decode` (in the same turn: no extra promise per call). */
+  private evalConsume<T>(
+    keys: string[],
+    args: (string | number)[],
+    decode: (reply: ScriptReply) => T,
+  ): Promise<T> {
     if (args.length !== 1 + keys.length * ARGS_PER_POLICY) {
       return Promise.reject(new Error('bad script arguments'));
     }
     const n = keys.length;
     const call = this.client.evalsha(CONSUME_SHA, n, ...keys, ...args) as Promise<ScriptReply>;
-    return call.catch((error: unknown) => {
+    return call.then(decode, (error: unknown) => {
       if (!isNoScript(error)) throw error;
       // NOSCRIPT means the script did not run, so sending it in full cannot count twice.
-      return this.client.eval(CONSUME_SCRIPT, n, ...keys, ...args) as Promise<ScriptReply>;
+      return (this.client.eval(CONSUME_SCRIPT, n, ...keys, ...args) as Promise<ScriptReply>).then(
+        decode,
+      );
     });
   }
 }
