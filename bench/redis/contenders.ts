@@ -45,7 +45,7 @@ export function newClient(url: string): Redis {
   return new Redis(url, { enableAutoPipelining: true, autoResendUnfulfilledCommands: false });
 }
 
-/** Lua-side arguments of our script for one policy (see CONSUME_SCRIPT). */
+/** Lua-side arguments of our script for one policy (see CONSUME_SCRIPT): capacity = limit, cost 1. */
 const code = { 'fixed-window': 1, 'sliding-window': 2, 'token-bucket': 3, gcra: 4 } as const;
 
 function ours(
@@ -83,7 +83,7 @@ export function contenders(client: Redis, budget: Budget = BUSY): Contender[] {
   const { limit: LIMIT, periodS: PERIOD_S } = budget;
   const rate = `${LIMIT}/${PERIOD_S}s`;
   const periodMs = PERIOD_S * 1000;
-  const one = (algorithm: keyof typeof code) => [code[algorithm], LIMIT, periodMs, LIMIT, 1];
+  const one = (algorithm: keyof typeof code) => [code[algorithm], LIMIT, periodMs];
   const list: Contender[] = (
     ['gcra', 'token-bucket', 'sliding-window', 'fixed-window'] as const
   ).map((algorithm) =>
@@ -115,7 +115,7 @@ export function contenders(client: Redis, budget: Budget = BUSY): Contender[] {
       'nrl-gcra-ctl',
       'this package, gcra, control hash read',
       [{ rate, algorithm: 'gcra' }],
-      [-4, LIMIT, periodMs, LIMIT, 1],
+      [-4, LIMIT, periodMs],
       false,
       0,
     ),
@@ -127,7 +127,7 @@ export function contenders(client: Redis, budget: Budget = BUSY): Contender[] {
       'nrl-gcra-7ps',
       'this package, gcra at 7/s',
       [{ name: 'per-second', rate: '7/s', algorithm: 'gcra' }],
-      [4, 7, 1000, 7, 1],
+      [4, 7, 1000],
     ),
   );
   list.push(
@@ -139,7 +139,7 @@ export function contenders(client: Redis, budget: Budget = BUSY): Contender[] {
         { name: 'burst', rate, algorithm: 'gcra' },
         { name: 'daily', rate: '1000000/d', algorithm: 'gcra' },
       ],
-      [...one('gcra'), 4, 1_000_000, 86_400_000, 1_000_000, 1],
+      [...one('gcra'), 4, 1_000_000, 86_400_000],
     ),
   );
 

@@ -124,7 +124,7 @@ describe('the consume script on a private Redis', () => {
         // MULTI runs EXISTS straight after the script, with no round trip in between.
         const [[, reply], [, exists]] = (await admin
           .multi()
-          .eval(CONSUME_SCRIPT, 1, key, 'c', code, 1000, 1000, 1000, 1)
+          .eval(CONSUME_SCRIPT, 1, key, 'c', code, 1000, 1000)
           .exists(key)
           .exec()) as [[null, unknown], [null, number]];
         // The state as it stood: no debt, or no window value yet.
@@ -134,6 +134,25 @@ describe('the consume script on a private Redis', () => {
       }
     },
   );
+
+  it('a policy sends capacity and cost only with its code + 10; the next policy is read after them', async () => {
+    // On a test clock (mode c<now>), so the debts replied are exact. GCRA 10 per 100 s with
+    // capacity 40 and cost 3 (code 14), then a token bucket 5 per 100 s, capacity = limit,
+    // cost 1 (code 3, no capacity or cost sent).
+    const keys = ['form:{y}:gcra', 'form:{y}:tb'];
+    const args = [14, 10, 100_000, 40, 3, 3, 5, 100_000];
+    expect(await admin.eval(CONSUME_SCRIPT, 2, ...keys, 'c1000000', ...args)).toEqual([0, 0]);
+    // Debts in ticks of 1/limit ms: 3 × 100000 and 1 × 100000.
+    expect(await admin.eval(CONSUME_SCRIPT, 2, ...keys, 'c1000000', ...args)).toEqual([
+      300_000, 100_000,
+    ]);
+    // Cost 0 in the long form reads and writes nothing.
+    expect(
+      await admin.eval(CONSUME_SCRIPT, 1, 'form:{y}:peek', 'c1000000', 14, 10, 100_000, 10, 0),
+    ).toBe(0);
+    expect(await admin.exists('form:{y}:peek')).toBe(0);
+    await admin.del(...keys);
+  });
 
   it('an event-loop stall longer than timeoutMs does not fail a call whose reply has arrived', async () => {
     const limiter = new RateLimiter({

@@ -11,6 +11,8 @@ import { createHash } from 'node:crypto';
  */
 
 /**
+ * Assigns the locals `lease_read` and `lease_take`, which CONSUME_SCRIPT declares and runs this
+ * for only when a request has a concurrency limit (a closure made per call costs the others).
  * `lease_read(key, now)`: prunes the expired leases (score <= now) and returns how many are
  * held and the latest expiry (0 when none). The prune writes even when the request is
  * refused: what it deletes was no longer state.
@@ -18,13 +20,13 @@ import { createHash } from 'node:crypto';
  * set alive until its longest lease ends.
  */
 export const LEASE_LUA = `
-local function lease_read(key, now)
+lease_read = function(key, now)
   redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
   local held = redis.call('ZCARD', key)
   if held == 0 then return 0, 0 end
   return held, tonumber(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2])
 end
-local function lease_take(key, now, id, P, last)
+lease_take = function(key, now, id, P, last)
   redis.call('ZADD', key, now + P, id)
   redis.call('PEXPIRE', key, math.max(P, last - now))
 end

@@ -3,9 +3,6 @@ import { fixedWindow } from '../algorithms/fixed-window.js';
 import { slidingWindow } from '../algorithms/sliding-window.js';
 import { LEASE_LUA } from './redis-lease-script.js';
 
-/** Values per policy in ARGV, after ARGV[1] (the mode). */
-export const ARGS_PER_POLICY = 5;
-
 /**
  * One script for every request: all policies of the request, any mix of algorithms,
  * decided and committed atomically, all-or-nothing (DESIGN §4).
@@ -18,13 +15,16 @@ export const ARGS_PER_POLICY = 5;
  * ARGV[1]: the mode: `c` to commit an admitted request, `d` to decide only (writes
  * nothing), `b` to decide and write only penalties (a denial decided on Cluster), all on
  * the Redis server clock; tests add their clock in ms: `c<now>`, `d<now>`, `b<now>`.
- * ARGV[5i-3 .. 5i+1]: policy i's algorithm code (1 fixed window, 2 sliding window, 3 token
- * bucket, 4 GCRA; negated: read the control hash), limit, periodMs, capacity, cost. A policy
- * with a penalty (see penalty.ts) gives its code as `<code>b<blockMs>`, or `<code>B<blockMs>` to restart the
- * block on a refusal during it; its block is the key `<KEYS[i]>:b` (same slot), read with
- * PTTL (on a test clock: GET, the value being the end in ms) only for such policies.
+ * Then, for each policy in turn: its algorithm code (1 fixed window, 2 sliding window, 3 token
+ * bucket, 4 GCRA; negated: read the control hash), limit, periodMs, and only when the code has
+ * 10 added (11 to 15), capacity and cost: without them capacity is the limit and cost is 1, the
+ * common case, which so sends two values fewer (6% of a GCRA decision's instructions in
+ * Redis). A policy with a penalty (see penalty.ts) gives its code as
+ * `<code>b<blockMs>`, or `<code>B<blockMs>` to restart the block on a refusal during it; its
+ * block is the key `<KEYS[i]>:b` (same slot), read with PTTL (on a test clock: GET, the
+ * value being the end in ms) only for such policies.
  * A concurrency limit gives its code as `5:<leaseId>` (`-5:<leaseId>`: read the control
- * hash too; limit = slots, periodMs = leaseMs):
+ * hash too; limit = slots, periodMs = leaseMs; `15:`, `-15:` with capacity and cost):
  * its KEYS[i] is a sorted set of leases (see redis-lease-script.ts), taken only on commit
  * once every policy admits; overrides do not apply to it, an exemption takes no slot.
  *
@@ -55,10 +55,16 @@ export const ARGS_PER_POLICY = 5;
  * in the value.
  */
 export const CONSUME_SCRIPT = `
-local floor, ceil = math.floor, math.ceil
-${LEASE_LUA.trim()}
+-- Every call runs this whole chunk, so the path of one or two token bucket or GCRA policies
+-- without controls, penalties or leases makes no table, closure or string it does not send
+-- (bench/redis: instructions per call): ARGV numbers are read with \`+ 0\` (one strtod; tonumber
+-- parses twice), numbers go to redis.call as '%d' strings (Redis would print them with
+-- '%.17g'), a lone policy's debt is returned without a table, and the tables of two
+-- policies are made at their size (each growth of a Lua table rehashes it).
+local floor, ceil, fmt, argv, call = math.floor, math.ceil, string.format, ARGV, redis.call
+local lease_read, lease_take
 local takes, tn = nil, 0
-local m = ARGV[1]
+local m = argv[1]
 local commit, clock = m == 'c', nil
 if not commit and m ~= 'd' then
   commit = string.byte(m) == 99
@@ -69,27 +75,41 @@ local penal = commit or string.byte(m) == 98
 local starts, z = nil, 0
 local now = clock
 local n = #KEYS
-local out, r = {}, 0
+-- out: the reply, made only when it holds more than one lone policy's debt (single).
+local out, single, r = nil, nil, 0
 local writes, w = nil, 0
 local ok = true
-local ctls, effects = {}, nil
+local ctls, effects = nil, nil
+-- j: where the next policy's values start in ARGV.
+local j = 2
 for i = 1, n do
-  local j, key = i * 5 - 3, KEYS[i]
-  local code, L, P, C, cost = tonumber(ARGV[j]), tonumber(ARGV[j + 1]), tonumber(ARGV[j + 2]), tonumber(ARGV[j + 3]), tonumber(ARGV[j + 4])
+  local key = KEYS[i]
+  local a = argv[j]
+  local code = a == '4' and 4 or a == '3' and 3 or tonumber(a)
+  local L, P, C, cost = argv[j + 1] + 0, argv[j + 2] + 0, nil, 1
   local v, ttl, keep, ou
   local blk, ext, lifted, denies, lease
   if not code then
     -- A concurrency limit: '5:<leaseId>', or '-5:<leaseId>' to read the control hash too.
-    local sign
-    sign, lease = string.match(ARGV[j], '^(-?)5:(.+)$')
-    if lease then code = sign == '' and 5 or -5 end
+    local c
+    c, lease = string.match(a, '^(-?1?5):(.+)$')
+    code = tonumber(c)
   end
   if not code then
     -- A policy with a penalty: '<code>b<blockMs>', or 'B' when a refusal during the block
-    -- starts it again. A policy without one costs no more than this failed tonumber.
-    local c, e, b = string.match(ARGV[j], '^(-?%d)([bB])(%d+)$')
+    -- starts it again.
+    local c, e, b = string.match(a, '^(-?1?%d)([bB])(%d+)$')
     code, blk, ext = tonumber(c), tonumber(b), e == 'B'
   end
+  if code > 10 or code < -10 then
+    code = code > 0 and code - 10 or code + 10
+    C, cost = argv[j + 3] + 0, argv[j + 4] + 0
+    j = j + 5
+  else
+    C = L
+    j = j + 3
+  end
+  local spends = cost > 0
   if code < 0 then
     code = -code
     -- The identity's control hash (overrides, exemption), read once per identity. It is
@@ -98,6 +118,7 @@ for i = 1, n do
     -- migration into TRYAGAIN. While the slot migrates, the read may fail (pcall): the
     -- limits then apply without overrides for those seconds.
     local ck = string.sub(key, 1, string.find(key, '}', 1, true)) .. ':ctl'
+    ctls = ctls or {}
     local f = ctls[ck]
     if f == nil then
       local raw = redis.pcall('HGETALL', ck)
@@ -135,10 +156,10 @@ for i = 1, n do
           if u and u > now and u <= 9007199254740991 and ol > 0 and op > 0 and ol * op <= 1125899906842624
             and ob * op <= 1125899906842624 then
             L, P, C = ol, op, ob
-            effect = string.format('%d:%d:%d', L, P, C)
+            effect = fmt('%d:%d:%d', L, P, C)
             -- State made at one rate means nothing at another (a debt in time, a window end or
             -- index): each override runs on state of its own, starting afresh.
-            key = key .. ':o' .. string.format('%d', u)
+            key = key .. ':o' .. fmt('%d', u)
             ou = u
             break
           end
@@ -154,7 +175,11 @@ for i = 1, n do
       local tm = redis.call('TIME')
       now = tm[1] * 1000 + floor(tm[2] / 1000)
     end
+    if not lease_read then
+      ${LEASE_LUA.trim().replace(/\n/g, '\n      ')}
+    end
     local held, last = lease_read(key, now)
+    out = out or {}
     out[r + 1], out[r + 2] = held, last > now and last - now or 0
     r = r + 2
     if held + cost > L then ok, denies = false, true
@@ -169,41 +194,44 @@ for i = 1, n do
     -- it: on a test clock, and under an override, whose state expires with the override.
     local at = clock or (ou and now)
     if at then
-      local s = redis.call('GET', key)
+      local s = call('GET', key)
       local c = s and string.find(s, ':', 1, true)
       local e = c and tonumber(string.sub(s, 1, c - 1))
       if e and e >= at then debt = (e - at) * L - (tonumber(string.sub(s, c + 1)) or 0) end
     else
-      local ms = redis.call('PTTL', key)
+      local ms = call('PTTL', key)
       if ms >= 0 then
         debt = ms * L
         if P % L == 0 then
           keep = true
         else
           -- The credit is a whole number of ticks below L; anything else is not ours: 0.
-          local credit = tonumber(redis.call('GET', key))
+          local credit = tonumber(call('GET', key))
           if credit and credit > 0 and credit < L and credit == floor(credit) then debt = debt - credit end
         end
       end
     end
     if debt < 0 then debt = 0 elseif debt > tau then debt = tau end
     r = r + 1
-    out[r] = debt
+    if n == 1 then single = debt else
+      out = out or { nil, nil, nil, nil }
+      out[r] = debt
+    end
     local need = cost * P
     if debt + need > tau then ok, denies = false, true
     elseif cost > 0 then
       debt = debt + need
       ttl = ceil(debt / L)
       v = ttl * L - debt
-      if at then v = string.format('%d:%d', at + ttl, v) end
+      if at then v = fmt('%d:%d', at + ttl, v) elseif v == 0 then v = '0' else v = fmt('%d', v) end
     end
   else
-    local find, sub, fmt = string.find, string.sub, string.format
+    local find, sub = string.find, string.sub
     if not now then
       local t = redis.call('TIME')
       now = t[1] * 1000 + floor(t[2] / 1000)
     end
-    local s = redis.call('GET', key)
+    local s = call('GET', key)
     local admits
     if code == 1 then
       ${fixedWindow.lua!.trim().replace(/\n/g, '\n      ')}
@@ -213,6 +241,7 @@ for i = 1, n do
       admits, v, ttl = sliding_window(s, now, L, P, cost)
     end
     if not admits then ok, denies = false, true end
+    out = out or {}
     out[r + 1], out[r + 2] = s, now
     r = r + 2
   end
@@ -220,7 +249,6 @@ for i = 1, n do
     -- The policy's block, <policy key>:b (see penalty.ts): its expiry is the block's end,
     -- or on a test clock its value. Exemptions and overrides set it aside and lift it.
     local bk = KEYS[i] .. ':b'
-    local spends = tonumber(ARGV[j + 4]) > 0
     if lifted then
       if penal and spends then redis.call('DEL', bk) end
     else
@@ -230,7 +258,7 @@ for i = 1, n do
       if left > 0 then
         ok, ttl = false, nil
         if ext and penal and spends then
-          redis.call('SET', bk, string.format('%d', (clock or 0) + blk), 'PX', blk)
+          redis.call('SET', bk, fmt('%d', (clock or 0) + blk), 'PX', fmt('%d', blk))
           left = blk
         end
         effects = effects or {}
@@ -247,32 +275,33 @@ for i = 1, n do
   if ttl and commit then
     -- One policy alone decides the request; with several, write only once all admit.
     if n == 1 then
-      if keep then redis.call('PEXPIRE', key, ttl) else redis.call('SET', key, v, 'PX', ttl) end
+      if keep then call('PEXPIRE', key, fmt('%d', ttl)) else call('SET', key, v, 'PX', fmt('%d', ttl)) end
     else
-      writes = writes or {}
+      writes = writes or { nil, nil, nil, nil, nil, nil, nil, nil }
       writes[w + 1], writes[w + 2], writes[w + 3], writes[w + 4] = key, v, ttl, keep or false
       w = w + 4
     end
   end
 end
 if starts and penal then
-  for k = 1, z, 2 do redis.call('SET', starts[k], string.format('%d', (clock or 0) + starts[k + 1]), 'PX', starts[k + 1]) end
+  for k = 1, z, 2 do redis.call('SET', starts[k], fmt('%d', (clock or 0) + starts[k + 1]), 'PX', fmt('%d', starts[k + 1])) end
 end
 if ok and writes then
   for k = 1, w, 4 do
-    if writes[k + 3] then redis.call('PEXPIRE', writes[k], writes[k + 2])
-    else redis.call('SET', writes[k], writes[k + 1], 'PX', writes[k + 2]) end
+    if writes[k + 3] then call('PEXPIRE', writes[k], fmt('%d', writes[k + 2]))
+    else call('SET', writes[k], writes[k + 1], 'PX', fmt('%d', writes[k + 2])) end
   end
 end
 if ok and takes then
   for k = 1, tn, 4 do lease_take(takes[k], now, takes[k + 1], takes[k + 2], takes[k + 3]) end
 end
 if effects then
+  out = out or { single }
   for i = 1, n do out[r + i] = effects[i] or '' end
-elseif r == 1 then
-  return out[1]
+elseif single then
+  return single
 end
-return out
+return out or {}
 `;
 
 /** SHA-1 of {@link CONSUME_SCRIPT}, as EVALSHA wants it. */

@@ -18,7 +18,7 @@ import {
 } from './redis-client.js';
 import { ControlIndex, type ControlsChanged } from './redis-control-index.js';
 import { outcomesOf, type ScriptReply } from './redis-reply.js';
-import { ARGS_PER_POLICY, CONSUME_SCRIPT, CONSUME_SHA } from './redis-script.js';
+import { CONSUME_SCRIPT, CONSUME_SHA } from './redis-script.js';
 import type {
   ControlChange,
   ControlSnapshot,
@@ -168,7 +168,9 @@ export class RedisStore implements RateLimitStore {
     // A negative code has the script read the identity's control hash (see CONSUME_SCRIPT).
     const { all, keys: ctl } = this.index;
     for (const p of policies) {
-      let code = ALGORITHM_IMPLS[p.algorithm].code;
+      // Capacity and cost go only where they are not the limit and 1 (code + 10).
+      const full = p.capacity !== p.limit || p.cost !== 1;
+      let code = ALGORITHM_IMPLS[p.algorithm].code + (full ? 10 : 0);
       if (all || (ctl.size !== 0 && ctl.has(controlKeyOf(p.key)))) code = -code;
       args.push(
         p.lease !== undefined
@@ -178,9 +180,8 @@ export class RedisStore implements RateLimitStore {
             : `${code}${p.extendBlock ? 'B' : 'b'}${p.blockMs}`,
         p.limit,
         p.periodMs,
-        p.capacity,
-        p.cost,
       );
+      if (full) args.push(p.capacity, p.cost);
     }
     return this.evalConsume(
       policies.map((p) => p.key),
@@ -285,9 +286,6 @@ export class RedisStore implements RateLimitStore {
     args: (string | number)[],
     decode: (reply: ScriptReply) => T,
   ): Promise<T> {
-    if (args.length !== 1 + keys.length * ARGS_PER_POLICY) {
-      return Promise.reject(new Error('bad script arguments'));
-    }
     const n = keys.length;
     const call = this.client.evalsha(CONSUME_SHA, n, ...keys, ...args) as Promise<ScriptReply>;
     return call.then(decode, (error: unknown) => {
