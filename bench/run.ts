@@ -7,7 +7,7 @@
  *   BENCH_ROUNDS=3      interleaved rounds per part (medians are reported)
  *   BENCH_DURATION=4    seconds per HTTP variant per round
  *   BENCH_CONNECTIONS=64  autocannon connections
- *   BENCH_RATE=         the HTTP part's fixed offered load, req/s (default: 5000 Fastify, 2000 Express)
+ *   BENCH_RATE=         the HTTP part's fixed offered load, req/s (default: 5000 Fastify, 1500 Express)
  *   BENCH_RATE_DURATION=2  seconds per HTTP variant per round at that load (0: skip it)
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
