@@ -104,7 +104,7 @@ export interface HttpBenchOptions {
   connections?: number;
   /** The fixed offered load, in requests per second, for every platform; default {@link DEFAULT_RATES}. */
   rate?: number;
-  /** Seconds per variant per round at the fixed load; 0 skips it. Default 2. */
+  /** Seconds per variant per round at the fixed load; 0 skips it. Default 1.5. */
   rateDurationS?: number;
   log: (line: string) => void;
 }
@@ -156,7 +156,7 @@ export async function runHttpBench(opts: HttpBenchOptions): Promise<HttpRow[]> {
   );
   if (unknown.length) throw new Error(`unknown HTTP variants: ${unknown.join(', ')}`);
   const variants = ['none', ...(opts.variants ?? HTTP_VARIANTS).filter((v) => v !== 'none')];
-  const rateDurationS = opts.rateDurationS ?? 2;
+  const rateDurationS = opts.rateDurationS ?? 1.5;
   const rows: HttpRow[] = [];
   for (const platform of opts.platforms ?? HTTP_PLATFORMS) {
     // All apps idle side by side: only the one under load uses the CPU.
