@@ -7,6 +7,8 @@
  *   BENCH_ROUNDS=3      interleaved rounds per part (medians are reported)
  *   BENCH_DURATION=4    seconds per HTTP variant per round
  *   BENCH_CONNECTIONS=64  autocannon connections
+ *   BENCH_RATE=         the HTTP part's fixed offered load, req/s (default: 5000 Fastify, 1500 Express)
+ *   BENCH_RATE_DURATION=1.5  seconds per HTTP variant per round at that load (0: skip it)
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
@@ -53,6 +55,8 @@ try {
       rounds,
       durationS: Number(env.BENCH_DURATION ?? 4),
       connections: Number(env.BENCH_CONNECTIONS ?? 64),
+      rate: env.BENCH_RATE ? Number(env.BENCH_RATE) : undefined,
+      rateDurationS: Number(env.BENCH_RATE_DURATION ?? 1.5),
       log,
     });
   }

@@ -4,12 +4,19 @@
  * interleave the variants, each round starting one further along, so drift (thermal,
  * background load, Redis growing) spreads over all of them instead of biasing whoever runs
  * first or last; the median over rounds is reported, against `none` on the same platform.
+ *
+ * Each round loads every app twice: saturated (autocannon, as fast as the app answers), then
+ * at a fixed offered load, the same for all variants of a platform (paced.ts). CPU per
+ * request depends on the load itself (at a lower rate, fewer requests share each
+ * event-loop turn and each syscall), so at saturation a slower variant is also charged for
+ * its slowness; at a fixed load every variant does the same number of requests per second
+ * and the CPU each adds is its work alone.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
-import { freePort, median } from '../support.js';
+import { median } from '../support.js';
+import { startApp, type App } from './apps.js';
+import { pacedLoad, type PacedSample } from './paced.js';
+import { fixedRateTable, REACHED, saturatedTable } from './table.js';
 
 export const HTTP_PLATFORMS = ['express', 'fastify'] as const;
 export type HttpPlatform = (typeof HTTP_PLATFORMS)[number];
@@ -54,7 +61,37 @@ export interface HttpRow {
   cpuUsPerRequest: number;
   /** Responses other than 2xx plus requests that got no response, over all rounds. */
   non2xx: number;
+  /** The same at the fixed offered load; absent when none was measured. */
+  fixedRate?: FixedRateFigures;
 }
+
+/** A variant at the fixed offered load of its platform: medians over the rounds. */
+export interface FixedRateFigures {
+  /** The rate offered, in requests per second. */
+  targetRps: number;
+  /** The rate answered, in requests per second. */
+  rps: number;
+  /**
+   * Whether `rps` is at least 97% of `targetRps`. When not, the app could not keep up and its
+   * CPU per request was measured at a lower load than the others': not comparable.
+   */
+  reached: boolean;
+  /** CPU time of the app process per request, in µs, as {@link HttpRow.cpuUsPerRequest}. */
+  cpuUsPerRequest: number;
+  p50Ms: number;
+  p99Ms: number;
+  /** Requests per second answered in each round, in round order. */
+  rounds: number[];
+  /** Responses other than 2xx plus requests that got no response, over all rounds. */
+  non2xx: number;
+}
+
+/**
+ * The fixed offered load per platform, in requests per second: what every variant but
+ * throttler-memory (which slows down as a run goes on) sustains with a margin on a busy
+ * 2-core machine; Express serves a third to a half of what Fastify does.
+ */
+export const DEFAULT_RATES: Record<HttpPlatform, number> = { express: 1500, fastify: 5000 };
 
 export interface HttpBenchOptions {
   redisUrl: string;
@@ -63,124 +100,26 @@ export interface HttpBenchOptions {
   variants?: string[];
   rounds: number;
   durationS: number;
-  /** Default 64. */
+  /** Default 64, at saturation and at the fixed load alike. */
   connections?: number;
+  /** The fixed offered load, in requests per second, for every platform; default {@link DEFAULT_RATES}. */
+  rate?: number;
+  /** Seconds per variant per round at the fixed load; 0 skips it. Default 1.5. */
+  rateDurationS?: number;
   log: (line: string) => void;
 }
 
-const APP = fileURLToPath(new URL('./app.js', import.meta.url));
-// All apps boot side by side (ten and more on two cores): on a busy machine that takes a while.
-const READY_TIMEOUT_MS = 60_000;
 const WARMUP_S = 1;
 
-/** Apps still running, killed should this process exit without stopping them. */
-const running = new Set<ChildProcess>();
-let exitHooked = false;
-
-function killOnExit(child: ChildProcess): void {
-  // One listener for all: one per app would trip Node's MaxListeners warning.
-  if (!exitHooked) process.once('exit', () => running.forEach((c) => c.kill('SIGKILL')));
-  exitHooked = true;
-  running.add(child);
-  child.once('exit', () => running.delete(child));
-}
-
-interface App {
-  variant: string;
-  /** CPU time the app has used so far, in µs (NaN where /proc is missing). */
-  cpuUs(): number;
-  url: string;
-  /** Throws, with the app's output, when it has died. */
-  assertAlive(): void;
-  stop(): Promise<void>;
-}
-
-async function startApp(platform: HttpPlatform, variant: string, redisUrl: string): Promise<App> {
-  const port = await freePort();
-  // The IPC channel lets the app notice when this process dies without stopping it.
-  const child = spawn(process.execPath, [APP, platform, variant, String(port), redisUrl], {
-    stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
-  });
-  const output: string[] = [];
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  const dead = () => child.exitCode !== null || child.signalCode !== null;
-  const kill = () => child.kill('SIGKILL');
-  killOnExit(child);
-  const describe = () => `${variant} on ${platform}`;
-  const app: App = {
-    variant,
-    cpuUs: () => processCpuUs(child.pid),
-    url: `http://127.0.0.1:${port}/hi`,
-    assertAlive() {
-      if (dead())
-        throw new Error(
-          `${describe()} died (${child.exitCode ?? child.signalCode}):\n${output.join('')}`,
-        );
-    },
-    async stop() {
-      if (!dead()) {
-        child.kill('SIGTERM');
-        const timer = setTimeout(kill, 2000);
-        await exited;
-        clearTimeout(timer);
-      }
-    },
-  };
-  try {
-    await new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(
-        () =>
-          reject(
-            new Error(`${describe()} not ready in ${READY_TIMEOUT_MS} ms:\n${output.join('')}`),
-          ),
-        READY_TIMEOUT_MS,
-      );
-      // Piped, as stdio says; the four-slot form of spawn() types them as nullable.
-      child.stderr!.setEncoding('utf8').on('data', (chunk: string) => output.push(chunk));
-      child.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
-        output.push(chunk);
-        if (/^ready$/m.test(output.join(''))) {
-          clearTimeout(timer);
-          resolve();
-        }
-      });
-      void exited.then(() => {
-        clearTimeout(timer);
-        reject(new Error(`${describe()} exited before ready:\n${output.join('')}`));
-      });
-    });
-  } catch (error) {
-    await app.stop();
-    throw error;
-  }
-  return app;
-}
-
-/** utime + stime of a process, in µs, from /proc/<pid>/stat (ticks of 1/100 s). */
-function processCpuUs(pid: number | undefined): number {
-  try {
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-    return (Number(fields[11]) + Number(fields[12])) * 10_000;
-  } catch {
-    return NaN;
-  }
-}
-
-interface Sample {
-  rps: number;
-  requests: number;
-  cpuUs: number;
-  p50Ms: number;
-  p99Ms: number;
-  non2xx: number;
-}
+/** A load's figures (autocannon's or the paced one's) and the app's CPU time meanwhile, in µs. */
+type Sample = PacedSample & { cpuUs: number };
 
 /** Nearest-rank percentile of ascending values. */
 function percentile(sorted: Float64Array, q: number): number {
   return sorted[Math.max(0, Math.ceil(q * sorted.length) - 1)] ?? NaN;
 }
 
-async function load(url: string, durationS: number, connections: number): Promise<Sample> {
+async function load(url: string, durationS: number, connections: number): Promise<PacedSample> {
   // autocannon's own histogram keeps whole milliseconds, too coarse at a few ms per request.
   const latencies: number[] = [];
   const result = await new Promise<autocannon.Result>((resolve, reject) => {
@@ -194,14 +133,22 @@ async function load(url: string, durationS: number, connections: number): Promis
   return {
     rps: result.requests.average,
     requests: result.requests.total,
-    cpuUs: 0,
     p50Ms: percentile(sorted, 0.5),
     p99Ms: percentile(sorted, 0.99),
     non2xx: result.non2xx + result.errors,
   };
 }
 
-/** Runs the benchmark, logs one table per platform, and returns every row. */
+/** One load of an app, with the CPU time the app spent meanwhile. */
+async function measured(app: App, run: () => Promise<PacedSample>): Promise<Sample> {
+  const cpuBefore = app.cpuUs();
+  const sample = await run();
+  const cpuUs = app.cpuUs() - cpuBefore;
+  app.assertAlive();
+  return { ...sample, cpuUs };
+}
+
+/** Runs the benchmark, logs two tables per platform, and returns every row. */
 export async function runHttpBench(opts: HttpBenchOptions): Promise<HttpRow[]> {
   const connections = opts.connections ?? 64;
   const unknown = (opts.variants ?? []).filter(
@@ -209,40 +156,73 @@ export async function runHttpBench(opts: HttpBenchOptions): Promise<HttpRow[]> {
   );
   if (unknown.length) throw new Error(`unknown HTTP variants: ${unknown.join(', ')}`);
   const variants = ['none', ...(opts.variants ?? HTTP_VARIANTS).filter((v) => v !== 'none')];
+  const rateDurationS = opts.rateDurationS ?? 1.5;
   const rows: HttpRow[] = [];
   for (const platform of opts.platforms ?? HTTP_PLATFORMS) {
     // All apps idle side by side: only the one under load uses the CPU.
     const started = await Promise.allSettled(
       variants.map((v) => startApp(platform, v, opts.redisUrl)),
     );
+    const rate = opts.rate ?? DEFAULT_RATES[platform];
     const apps = started.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
     try {
       const failed = started.find((s) => s.status === 'rejected');
       if (failed) throw failed.reason;
       for (const app of apps) await load(app.url, WARMUP_S, connections);
       const samples = new Map(apps.map((app) => [app.variant, [] as Sample[]]));
+      const fixed = new Map(apps.map((app) => [app.variant, [] as Sample[]]));
+      const roundLog = (round: number, what: string, of: Map<string, Sample[]>) =>
+        opts.log(
+          `${platform} round ${round + 1}/${opts.rounds} ${what} req/s: ${apps
+            .map((a) => `${a.variant} ${Math.round(of.get(a.variant)![round]!.rps)}`)
+            .join(', ')}`,
+        );
       for (let round = 0; round < opts.rounds; round++) {
+        // Each app's saturated load is followed by the others' before its fixed one: what
+        // saturation leaves behind (garbage, grown buffers) is not charged to the fixed load.
         for (let i = 0; i < apps.length; i++) {
           const app = apps[(round + i) % apps.length]!;
-          const cpuBefore = app.cpuUs();
-          const sample = await load(app.url, opts.durationS, connections);
-          sample.cpuUs = app.cpuUs() - cpuBefore;
-          app.assertAlive();
-          samples.get(app.variant)!.push(sample);
+          samples
+            .get(app.variant)!
+            .push(await measured(app, () => load(app.url, opts.durationS, connections)));
         }
-        const done = apps.map(
-          (a) => `${a.variant} ${Math.round(samples.get(a.variant)![round]!.rps)}`,
-        );
-        opts.log(`${platform} round ${round + 1}/${opts.rounds} req/s: ${done.join(', ')}`);
+        roundLog(round, 'saturated', samples);
+        if (!rateDurationS) continue;
+        for (let i = 0; i < apps.length; i++) {
+          const app = apps[(round + i) % apps.length]!;
+          fixed
+            .get(app.variant)!
+            .push(await measured(app, () => pacedLoad(app.url, rate, rateDurationS, connections)));
+        }
+        roundLog(round, `at ${rate}`, fixed);
       }
       const platformRows = summarise(platform, samples);
-      for (const line of table(platform, platformRows, connections)) opts.log(line);
+      if (rateDurationS) {
+        for (const row of platformRows)
+          row.fixedRate = summariseFixed(rate, fixed.get(row.variant)!);
+      }
+      for (const line of saturatedTable(platform, platformRows, connections)) opts.log(line);
+      for (const line of fixedRateTable(platform, platformRows, connections)) opts.log(line);
       rows.push(...platformRows);
     } finally {
       await Promise.all(apps.map((app) => app.stop()));
     }
   }
   return rows;
+}
+
+function summariseFixed(targetRps: number, s: Sample[]): FixedRateFigures {
+  const rps = median(s.map((x) => x.rps));
+  return {
+    targetRps,
+    rps,
+    reached: rps >= REACHED * targetRps,
+    cpuUsPerRequest: median(s.map((x) => x.cpuUs / x.requests)),
+    p50Ms: median(s.map((x) => x.p50Ms)),
+    p99Ms: median(s.map((x) => x.p99Ms)),
+    rounds: s.map((x) => x.rps),
+    non2xx: s.reduce((sum, x) => sum + x.non2xx, 0),
+  };
 }
 
 function summarise(platform: HttpPlatform, samples: Map<string, Sample[]>): HttpRow[] {
@@ -264,62 +244,4 @@ function summarise(platform: HttpPlatform, samples: Map<string, Sample[]>): Http
     p50Ratio: m.p50Ms / baseline.p50Ms,
     p99Ratio: m.p99Ms / baseline.p99Ms,
   }));
-}
-
-function table(platform: HttpPlatform, rows: HttpRow[], connections: number): string[] {
-  const header = [
-    'variant',
-    'req/s',
-    '×none',
-    'p50 ms',
-    '×none',
-    'p99 ms',
-    '×none',
-    'CPU µs/req',
-    '+µs',
-    '+µs ×floor',
-    '+µs ×rlf',
-    'per-round req/s',
-  ];
-  const cpu = (variant: string) => rows.find((r) => r.variant === variant)?.cpuUsPerRequest ?? NaN;
-  const cpuNone = cpu('none');
-  // What the floor and the peer add: each variant's +µs is read as a multiple of theirs.
-  const floorAdded = cpu('floor-redis') - cpuNone;
-  const rlfAdded = cpu('rlf-redis') - cpuNone;
-  // A base of 0 or less (noise on a variant that adds next to nothing) gives no ratio.
-  const times = (added: number, base: number) => (base > 0 ? (added / base).toFixed(2) : '–');
-  const body = rows.map((r) => [
-    r.non2xx ? `${r.variant} !` : r.variant,
-    r.rps.toFixed(0),
-    r.rpsRatio.toFixed(2),
-    r.p50Ms.toFixed(2),
-    r.p50Ratio.toFixed(2),
-    r.p99Ms.toFixed(2),
-    r.p99Ratio.toFixed(2),
-    r.cpuUsPerRequest.toFixed(1),
-    (r.cpuUsPerRequest - cpuNone).toFixed(1),
-    r.variant === 'none' ? '' : times(r.cpuUsPerRequest - cpuNone, floorAdded),
-    r.variant === 'none' ? '' : times(r.cpuUsPerRequest - cpuNone, rlfAdded),
-    r.rounds.map((x) => x.toFixed(0)).join(' '),
-  ]);
-  const widths = header.map((h, i) => Math.max(h.length, ...body.map((cells) => cells[i]!.length)));
-  // Names and the last column read left to right; numbers line up on the right.
-  const format = (cells: string[]) =>
-    cells
-      .map((c, i) =>
-        i === 0 || i === cells.length - 1 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!),
-      )
-      .join('  ')
-      .trimEnd();
-  const flagged = rows.filter((r) => r.non2xx);
-  return [
-    `HTTP ${platform}, ${connections} connections, median of ${rows[0]?.rounds.length ?? 0} rounds (×none paired per round; CPU: the app process's own, per request; +µs: CPU added over none, ×floor and ×rlf: as a multiple of what floor-redis and rlf-redis add):`,
-    format(header),
-    ...body.map(format),
-    ...(flagged.length
-      ? [
-          `! non-2xx or failed requests: ${flagged.map((r) => `${r.variant} ${r.non2xx}`).join(', ')}`,
-        ]
-      : []),
-  ];
 }

@@ -5,6 +5,7 @@
  *   npm run build && npx tsc -p bench/tsconfig.json && node bench/dist/http/main.js
  *
  *   BENCH_ROUNDS=3  BENCH_DURATION=4 (seconds per variant per round)  BENCH_CONNECTIONS=64
+ *   BENCH_RATE (req/s at the fixed load; default per platform)  BENCH_RATE_DURATION=1.5 (0: skip it)
  */
 import { startRedis } from '../support.js';
 import { runHttpBench } from './index.js';
@@ -18,6 +19,8 @@ try {
     rounds: Number(env.BENCH_ROUNDS ?? 3),
     durationS: Number(env.BENCH_DURATION ?? 4),
     connections: Number(env.BENCH_CONNECTIONS ?? 64),
+    rate: env.BENCH_RATE ? Number(env.BENCH_RATE) : undefined,
+    rateDurationS: Number(env.BENCH_RATE_DURATION ?? 1.5),
     log: (line) => console.log(line),
   });
   console.log(`total ${((Date.now() - began) / 1000).toFixed(1)} s`);

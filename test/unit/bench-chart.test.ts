@@ -88,6 +88,79 @@ describe('bench chart: the ratios', () => {
   });
 });
 
+/**
+ * RUN with its Fastify rows also measured at a fixed 5000 req/s: none 50, so the floor adds
+ * 30, rlf 40, token bucket 36, GCRA 60; throttler-redis fell short of the rate.
+ */
+const FIXED_CPU: Record<string, [number, boolean]> = {
+  none: [50, true],
+  'floor-redis': [80, true],
+  'nrl-tb': [86, true],
+  'nrl-gcra': [110, true],
+  'throttler-redis': [90, false],
+  'rlf-redis': [90, true],
+};
+const WITH_FIXED: ChartResults = {
+  ...RUN,
+  http: RUN.http!.map((r) => {
+    const fixed = r.platform === 'fastify' ? FIXED_CPU[r.variant] : undefined;
+    return fixed
+      ? { ...r, fixedRate: { targetRps: 5000, cpuUsPerRequest: fixed[0], reached: fixed[1] } }
+      : r;
+  }),
+};
+
+describe('bench chart: the fixed-load figure', () => {
+  it('follows the saturated Fastify figure, with the same targets, from the fixed-load CPU', () => {
+    const list = figures(WITH_FIXED);
+    expect(list.map((f) => f.title)).toEqual([
+      'Fastify: CPU µs the limiter adds per request, saturated',
+      'Fastify at a fixed 5000 req/s: CPU µs the limiter adds per request',
+      'Express: CPU µs the limiter adds per request',
+      'Store: decisions/s at c=16',
+      'Redis µs per decision (INFO commandstats, c=16)',
+    ]);
+    const [saturated, fixed] = list;
+    // The saturated figure is unchanged by the fixed-load measure beside it.
+    expect(saturated!.bars).toEqual(figures(RUN)[0]!.bars);
+    expect(fixed!.better).toBe('lower');
+    expect(fixed!.bars).toEqual([
+      { label: 'nrl-tb', kind: 'ours', rlf: 36 / 40, floor: 36 / 30 },
+      { label: 'nrl-gcra', kind: 'ours', rlf: 60 / 40, floor: 60 / 30 },
+      { label: 'floor-redis', kind: 'floor', rlf: 30 / 40, floor: NaN },
+      // Short of the rate: drawn, but labelled as not comparable.
+      { label: 'throttler-redis (short)', kind: 'peer', rlf: 40 / 40, floor: 40 / 30 },
+    ]);
+    expect(fixed!.targets).toEqual(saturated!.targets);
+  });
+
+  it('is left out of a run without fixed-load measures, and drawn as a group of its own', () => {
+    expect(figures(RUN).map((f) => f.title)).not.toContain(
+      'Fastify at a fixed 5000 req/s: CPU µs the limiter adds per request',
+    );
+    const svg = renderChart(WITH_FIXED);
+    expect(svg).toContain(
+      '>Fastify at a fixed 5000 req/s: CPU µs the limiter adds per request</text>',
+    );
+    const fixedBars = bars(svg).filter((b) => b.figure === 1 && b.of === 'rlf');
+    expect(fixedBars.map((b) => b.ratio)).toEqual([0.9, 1.5, 0.75, 1]);
+    const targets = [...svg.matchAll(/data-at="([^"]+)" data-of="(\w+)"/g)].map((m) => [
+      Number(m[1]),
+      m[2],
+    ]);
+    // The saturated Fastify figure's two targets, again on the fixed-load one, then the store's.
+    expect(targets).toEqual([
+      [0.75, 'rlf'],
+      [1.3, 'floor'],
+      [0.75, 'rlf'],
+      [1.3, 'floor'],
+      [1, 'rlf'],
+      [0.7, 'rlf'],
+      [1, 'rlf'],
+    ]);
+  });
+});
+
 describe('bench chart: the SVG', () => {
   const svg = renderChart(RUN);
   const list = figures(RUN);

@@ -1,0 +1,107 @@
+/** The apps of the HTTP benchmark: one process per variant, its CPU time read from /proc. */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { freePort } from '../support.js';
+import type { HttpPlatform } from './index.js';
+
+const APP = fileURLToPath(new URL('./app.js', import.meta.url));
+// All apps boot side by side (ten and more on two cores): on a busy machine that takes a while.
+const READY_TIMEOUT_MS = 60_000;
+
+/** Apps still running, killed should this process exit without stopping them. */
+const running = new Set<ChildProcess>();
+let exitHooked = false;
+
+function killOnExit(child: ChildProcess): void {
+  // One listener for all: one per app would trip Node's MaxListeners warning.
+  if (!exitHooked) process.once('exit', () => running.forEach((c) => c.kill('SIGKILL')));
+  exitHooked = true;
+  running.add(child);
+  child.once('exit', () => running.delete(child));
+}
+
+export interface App {
+  variant: string;
+  /** CPU time the app has used so far, in µs (NaN where /proc is missing). */
+  cpuUs(): number;
+  url: string;
+  /** Throws, with the app's output, when it has died. */
+  assertAlive(): void;
+  stop(): Promise<void>;
+}
+
+export async function startApp(
+  platform: HttpPlatform,
+  variant: string,
+  redisUrl: string,
+): Promise<App> {
+  const port = await freePort();
+  // The IPC channel lets the app notice when this process dies without stopping it.
+  const child = spawn(process.execPath, [APP, platform, variant, String(port), redisUrl], {
+    stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
+  });
+  const output: string[] = [];
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const dead = () => child.exitCode !== null || child.signalCode !== null;
+  const kill = () => child.kill('SIGKILL');
+  killOnExit(child);
+  const describe = () => `${variant} on ${platform}`;
+  const app: App = {
+    variant,
+    cpuUs: () => processCpuUs(child.pid),
+    url: `http://127.0.0.1:${port}/hi`,
+    assertAlive() {
+      if (dead())
+        throw new Error(
+          `${describe()} died (${child.exitCode ?? child.signalCode}):\n${output.join('')}`,
+        );
+    },
+    async stop() {
+      if (!dead()) {
+        child.kill('SIGTERM');
+        const timer = setTimeout(kill, 2000);
+        await exited;
+        clearTimeout(timer);
+      }
+    },
+  };
+  try {
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(
+        () =>
+          reject(
+            new Error(`${describe()} not ready in ${READY_TIMEOUT_MS} ms:\n${output.join('')}`),
+          ),
+        READY_TIMEOUT_MS,
+      );
+      // Piped, as stdio says; the four-slot form of spawn() types them as nullable.
+      child.stderr!.setEncoding('utf8').on('data', (chunk: string) => output.push(chunk));
+      child.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
+        output.push(chunk);
+        if (/^ready$/m.test(output.join(''))) {
+          clearTimeout(timer);
+          resolve();
+        }
+      });
+      void exited.then(() => {
+        clearTimeout(timer);
+        reject(new Error(`${describe()} exited before ready:\n${output.join('')}`));
+      });
+    });
+  } catch (error) {
+    await app.stop();
+    throw error;
+  }
+  return app;
+}
+
+/** utime + stime of a process, in µs, from /proc/<pid>/stat (ticks of 1/100 s). */
+function processCpuUs(pid: number | undefined): number {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    return (Number(fields[11]) + Number(fields[12])) * 10_000;
+  } catch {
+    return NaN;
+  }
+}

@@ -1,0 +1,137 @@
+/** The HTTP part's tables: one at saturation and one at the fixed load, per platform. */
+import type { HttpPlatform, HttpRow } from './index.js';
+
+/** Below this share of the target rate, a variant's fixed-load figures are not comparable. */
+export const REACHED = 0.97;
+
+/** `+µs` of each row over `none`, and as a multiple of what the floor and rlf add. */
+function added(rows: readonly HttpRow[], cpuOf: (r: HttpRow) => number) {
+  const cpu = (variant: string) => {
+    const row = rows.find((r) => r.variant === variant);
+    return row ? cpuOf(row) : NaN;
+  };
+  const cpuNone = cpu('none');
+  // What the floor and the peer add: each variant's +µs is read as a multiple of theirs.
+  const floorAdded = cpu('floor-redis') - cpuNone;
+  const rlfAdded = cpu('rlf-redis') - cpuNone;
+  // A base of 0 or less (noise on a variant that adds next to nothing) gives no ratio.
+  const times = (add: number, base: number) => (base > 0 ? (add / base).toFixed(2) : '–');
+  return (r: HttpRow) => {
+    const add = cpuOf(r) - cpuNone;
+    const none = r.variant === 'none';
+    return [add.toFixed(1), none ? '' : times(add, floorAdded), none ? '' : times(add, rlfAdded)];
+  };
+}
+
+/** Names and the last column read left to right; numbers line up on the right. */
+function align(header: string[], body: string[][]): string[] {
+  const widths = header.map((h, i) => Math.max(h.length, ...body.map((cells) => cells[i]!.length)));
+  const format = (cells: string[]) =>
+    cells
+      .map((c, i) =>
+        i === 0 || i === cells.length - 1 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!),
+      )
+      .join('  ')
+      .trimEnd();
+  return [format(header), ...body.map(format)];
+}
+
+const failures = (rows: readonly HttpRow[], count: (r: HttpRow) => number) => {
+  const flagged = rows.filter((r) => count(r));
+  return flagged.length
+    ? [`! non-2xx or failed requests: ${flagged.map((r) => `${r.variant} ${count(r)}`).join(', ')}`]
+    : [];
+};
+
+/** The table at saturation (autocannon, as fast as the app answers). */
+export function saturatedTable(
+  platform: HttpPlatform,
+  rows: HttpRow[],
+  connections: number,
+): string[] {
+  const header = [
+    'variant',
+    'req/s',
+    '×none',
+    'p50 ms',
+    '×none',
+    'p99 ms',
+    '×none',
+    'CPU µs/req',
+    '+µs',
+    '+µs ×floor',
+    '+µs ×rlf',
+    'per-round req/s',
+  ];
+  const add = added(rows, (r) => r.cpuUsPerRequest);
+  const body = rows.map((r) => [
+    r.non2xx ? `${r.variant} !` : r.variant,
+    r.rps.toFixed(0),
+    r.rpsRatio.toFixed(2),
+    r.p50Ms.toFixed(2),
+    r.p50Ratio.toFixed(2),
+    r.p99Ms.toFixed(2),
+    r.p99Ratio.toFixed(2),
+    r.cpuUsPerRequest.toFixed(1),
+    ...add(r),
+    r.rounds.map((x) => x.toFixed(0)).join(' '),
+  ]);
+  return [
+    `HTTP ${platform}, ${connections} connections, median of ${rows[0]?.rounds.length ?? 0} rounds (×none paired per round; CPU: the app process's own, per request; +µs: CPU added over none, ×floor and ×rlf: as a multiple of what floor-redis and rlf-redis add):`,
+    ...align(header, body),
+    ...failures(rows, (r) => r.non2xx),
+  ];
+}
+
+/**
+ * The table at the fixed load, beside each variant's `+µs` at saturation; the rows without
+ * a fixed-load measure (none was asked for) give no table.
+ */
+export function fixedRateTable(
+  platform: HttpPlatform,
+  rows: HttpRow[],
+  connections: number,
+): string[] {
+  const measured = rows.filter((r) => r.fixedRate);
+  const target = measured[0]?.fixedRate?.targetRps;
+  if (target === undefined) return [];
+  const header = [
+    'variant',
+    'req/s',
+    'CPU µs/req',
+    '+µs',
+    '+µs ×floor',
+    '+µs ×rlf',
+    'saturated +µs',
+    'p50 ms',
+    'p99 ms',
+    'per-round req/s',
+  ];
+  const add = added(measured, (r) => r.fixedRate!.cpuUsPerRequest);
+  const addSaturated = added(rows, (r) => r.cpuUsPerRequest);
+  const body = measured.map((r) => {
+    const f = r.fixedRate!;
+    const marks = `${f.reached ? '' : ' <'}${f.non2xx ? ' !' : ''}`;
+    return [
+      `${r.variant}${marks}`,
+      f.rps.toFixed(0),
+      f.cpuUsPerRequest.toFixed(1),
+      ...add(r),
+      addSaturated(r)[0]!,
+      f.p50Ms.toFixed(2),
+      f.p99Ms.toFixed(2),
+      f.rounds.map((x) => x.toFixed(0)).join(' '),
+    ];
+  });
+  const short = measured.filter((r) => !r.fixedRate!.reached);
+  return [
+    `HTTP ${platform} at a fixed ${target} req/s (sent evenly over time), ${connections} connections, median of ${measured[0]!.fixedRate!.rounds.length} rounds (CPU per request at that load; +µs over none at the same load, ×floor and ×rlf as above; saturated +µs: the table above's):`,
+    ...align(header, body),
+    ...(short.length
+      ? [
+          `< below ${REACHED * 100}% of ${target} req/s, not comparable: ${short.map((r) => `${r.variant} ${r.fixedRate!.rps.toFixed(0)}`).join(', ')}`,
+        ]
+      : []),
+    ...failures(measured, (r) => r.fixedRate!.non2xx),
+  ];
+}
