@@ -14,6 +14,11 @@ export interface StoreRow {
   perSecond: Record<number, number>;
   /** Median µs Redis spent per call (usec_per_call), at concurrency 16. */
   usecPerCall: number;
+  /**
+   * Median µs of this process's CPU per decision at concurrency 16: the limiter's own Node
+   * work and its Redis client's, side by side on the same kind of client.
+   */
+  nodeUsPerDecision: number;
   /** Script calls per decision (1 means one round trip). */
   callsPerDecision: number;
   denied: number;
@@ -62,6 +67,7 @@ export async function runStoreBench(options: StoreOptions): Promise<StoreRow[]> 
     const perSecond = new Map<string, Map<number, number[]>>();
     const usec = new Map<string, number[]>();
     const calls = new Map<string, number[]>();
+    const nodeUs = new Map<string, number[]>();
     const denied = new Map<string, number>();
     // Warm up: scripts loaded, connections and JIT warm.
     for (const c of list) await drive(c, 16, 2000, options.identities);
@@ -73,8 +79,11 @@ export async function runStoreBench(options: StoreOptions): Promise<StoreRow[]> 
           const total = options.decisions(concurrency);
           const measured = concurrency === 16;
           if (measured) await admin.config('RESETSTAT');
+          const cpu = process.cpuUsage();
           const [rate, refused] = await drive(c, concurrency, total, options.identities);
           if (measured) {
+            const spent = process.cpuUsage(cpu);
+            push(nodeUs, c.name, (spent.user + spent.system) / total);
             const stats = await commandStats(admin, c.command);
             push(usec, c.name, stats.usec / stats.calls);
             push(calls, c.name, stats.calls / total);
@@ -94,6 +103,7 @@ export async function runStoreBench(options: StoreOptions): Promise<StoreRow[]> 
         options.concurrencies.map((n) => [n, median(perSecond.get(c.name)!.get(n)!)]),
       ),
       usecPerCall: median(usec.get(c.name)!),
+      nodeUsPerDecision: median(nodeUs.get(c.name)!),
       callsPerDecision: median(calls.get(c.name)!),
       denied: denied.get(c.name)!,
     }));
@@ -137,7 +147,7 @@ function printStore(rows: StoreRow[], options: StoreOptions) {
     ),
   );
   options.log(
-    `\nPart 3. Redis cost per decision (INFO commandstats at c=16, median of ${options.rounds})`,
+    `\nPart 3. Cost per decision at c=16, median of ${options.rounds}: Redis (INFO commandstats) and this Node process (CPU, the client included)`,
   );
   options.log(
     table(
@@ -149,6 +159,8 @@ function printStore(rows: StoreRow[], options: StoreOptions) {
         '×nrl-gcra',
         '×floor',
         'calls/decision',
+        'Node µs/decision',
+        '×rlf',
         'what',
       ],
       rows.map((r) => [
@@ -159,6 +171,8 @@ function printStore(rows: StoreRow[], options: StoreOptions) {
         fmt(r.usecPerCall / gcra.usecPerCall),
         fmt(r.usecPerCall / floor.usecPerCall),
         fmt(r.callsPerDecision),
+        fmt(r.nodeUsPerDecision),
+        fmt(r.nodeUsPerDecision / rlf.nodeUsPerDecision),
         r.what,
       ]),
     ),
