@@ -45,7 +45,9 @@ class DeadlineQueue {
     // Calls mostly finish in the order they started: the answered ones at the head go now,
     // so the queue holds about the calls in flight, not every call of the last timeoutMs
     // (tens of thousands at a high rate, which would outlive the young generation and make
-    // the garbage collector copy and promote them).
+    // the garbage collector copy and promote them). Behind a call still open, answered ones
+    // wait until it ends or expires (at most timeoutMs of calls), but `finished` has already
+    // let go of what they held: each is then a small object.
     while (this.head < queue.length && queue[this.head]!.done) this.head++;
     if (this.head === queue.length) {
       queue.length = 0;

@@ -78,24 +78,29 @@ export function legacyHeaders(
   return out;
 }
 
-/** The `RateLimit-Policy` item last made per policy name, reused while its quota holds. */
-const policyItems = new Map<
-  string,
-  { limit: number; periodMs: number; unit?: string; item: string }
->();
+interface PolicyItem {
+  readonly limit: number;
+  readonly periodMs: number;
+  readonly unit: string | undefined;
+  readonly item: string;
+}
+
+/**
+ * The `RateLimit-Policy` items made per policy name, reused while the quota holds: a few per
+ * name, since routes, plans and overrides give one name (`default`) several quotas.
+ */
+const policyItems = new Map<string, PolicyItem[]>();
 /** Policy names are few (they are written in code); past this, items are made afresh. */
-const MAX_POLICY_ITEMS = 1024;
+const MAX_POLICY_NAMES = 1024;
+const ITEMS_PER_NAME = 8;
 
 /** One policy's `RateLimit-Policy` item: the same string for every request of a route. */
 function policyItem(p: HeaderPolicy): string {
   const known = policyItems.get(p.name);
-  if (
-    known !== undefined &&
-    known.limit === p.limit &&
-    known.periodMs === p.periodMs &&
-    known.unit === p.quotaUnit
-  ) {
-    return known.item;
+  if (known !== undefined) {
+    for (const k of known) {
+      if (k.limit === p.limit && k.periodMs === p.periodMs && k.unit === p.quotaUnit) return k.item;
+    }
   }
   // `w` is whole seconds: a period that is not (`10/500ms`) goes without it rather than misstate it.
   const window =
@@ -105,8 +110,13 @@ function policyItem(p: HeaderPolicy): string {
         ? `;w=${p.periodMs / 1000}`
         : '';
   const item = `"${p.name}";q=${p.limit}${window}`;
-  if (policyItems.size < MAX_POLICY_ITEMS || known !== undefined) {
-    policyItems.set(p.name, { limit: p.limit, periodMs: p.periodMs, unit: p.quotaUnit, item });
+  const made: PolicyItem = { limit: p.limit, periodMs: p.periodMs, unit: p.quotaUnit, item };
+  if (known === undefined) {
+    if (policyItems.size < MAX_POLICY_NAMES) policyItems.set(p.name, [made]);
+  } else {
+    // The oldest goes first: an identity's override must not push a route's quota out for good.
+    if (known.length >= ITEMS_PER_NAME) known.shift();
+    known.push(made);
   }
   return item;
 }

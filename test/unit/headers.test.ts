@@ -48,4 +48,12 @@ describe('draft10Headers', () => {
       RateLimit: '"burst";r=9;t=1, "daily";r=999;t=86400',
     });
   });
+
+  it('keeps more quotas of one name than it caches correct (12 quotas, twice round)', () => {
+    const limits = Array.from({ length: 12 }, (_, i) => i + 1);
+    const seen = [...limits, ...limits].map(
+      (limit) => draft10Headers([policy(limit, 60_000)])['RateLimit-Policy'],
+    );
+    expect(seen).toEqual([...limits, ...limits].map((limit) => `"tiered";q=${limit};w=60`));
+  });
 });

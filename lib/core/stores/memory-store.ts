@@ -85,8 +85,8 @@ export class MemoryStore implements RateLimitStore {
     const now = this.clock();
     const only = policies.length === 1 ? policies[0]! : undefined;
     // The usual request, decided without the arrays of the general path below: one rate
-    // policy, no penalty, and no control hash in the store. (The conformance suite runs the
-    // same cases through both paths.)
+    // policy, no penalty, and no control hash in the store. test/unit/fast-paths.test.ts
+    // holds it to the general path's outcomes and states.
     if (
       only &&
       this.controls.size === 0 &&

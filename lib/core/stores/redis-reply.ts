@@ -23,7 +23,8 @@ export function outcomesOf(
   // numbers reported, deciding exactly as the script did (test/integration/lua-reference).
   const only = policies.length === 1 ? policies[0]! : undefined;
   if (typeof reply === 'number' && only?.blockMs === undefined && only !== undefined) {
-    // The usual request: one token bucket or GCRA debt, no control, no penalty.
+    // The usual request: one token bucket or GCRA debt, no control, no penalty (held to the
+    // general path's outcomes by test/unit/fast-paths.test.ts).
     const o = ALGORITHM_IMPLS[only.algorithm].evaluate(
       [Math.floor(reply / only.limit), reply % only.limit],
       0,

@@ -1,0 +1,94 @@
+/**
+ * The fast paths of issue 14 decide exactly as the general paths they skip:
+ * - MemoryStore: one rate policy, no penalty, no control hash in the store (the general
+ *   path runs once any control exists, here an exemption of another identity);
+ * - RedisStore's reading of the consume script's reply: a lone token bucket/GCRA debt (a
+ *   number) against the same debt given as the general path's array.
+ * Random sequences with exact expectations: every outcome and every stored state equal.
+ */
+import { describe, expect, it } from '@jest/globals';
+import { MemoryStore } from '../../lib/core/stores/memory-store.js';
+import { outcomesOf } from '../../lib/core/stores/redis-reply.js';
+import { controlKey, policyKey } from '../../lib/core/keys.js';
+import { ALGORITHM_IMPLS } from '../../lib/core/algorithms/index.js';
+import type { StorePolicy } from '../../lib/core/stores/store.js';
+import type { PolicyAlgorithm } from '../../lib/core/policy.js';
+
+/** A small deterministic generator (mulberry32): the same sequence on every run. */
+function random(seed: number): () => number {
+  let a = seed;
+  return () => {
+    a = (a + 0x6d2b79f5) | 0;
+    let t = Math.imul(a ^ (a >>> 15), 1 | a);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+const RATES: PolicyAlgorithm[] = ['fixed-window', 'sliding-window', 'token-bucket', 'gcra'];
+
+function policyOf(rand: () => number, algorithm: PolicyAlgorithm, identity: string): StorePolicy {
+  const limit = 1 + Math.floor(rand() * 7);
+  const periodMs = [1000, 7000, 13_000, 60_000][Math.floor(rand() * 4)]!;
+  const window = algorithm === 'fixed-window' || algorithm === 'sliding-window';
+  const capacity = window ? limit : limit + Math.floor(rand() * 3);
+  return {
+    key: policyKey('fp', identity, 'global', 'default', ALGORITHM_IMPLS[algorithm].tag),
+    algorithm,
+    limit,
+    periodMs,
+    capacity,
+    cost: Math.floor(rand() * 3),
+    ...(rand() < 0.3 && { refundable: true as const }),
+  };
+}
+
+describe('MemoryStore: one rate policy decides as the general path does', () => {
+  it.each(RATES)(
+    '%s: 400 random requests on the same clock, outcomes and states equal',
+    async (algorithm) => {
+      let now = 1_700_000_000_000;
+      const clock = () => now;
+      const fast = new MemoryStore({ clock, sweepIntervalMs: 0 });
+      const general = new MemoryStore({ clock, sweepIntervalMs: 0 });
+      // Any control in the store sends every request down the general path.
+      await general.control(controlKey('fp', 'ip:someone-else'), {
+        op: 'set',
+        field: 'exempt',
+        value: String(now + 10 * 60_000),
+        ttlMs: 10 * 60_000,
+        reason: 'differential test',
+      });
+      const rand = random(RATES.indexOf(algorithm) + 1);
+      const shape = policyOf(rand, algorithm, 'ip:203.0.113.7');
+      for (let i = 0; i < 400; i++) {
+        now += Math.floor(rand() * 900);
+        const policy = { ...shape, cost: Math.floor(rand() * (shape.capacity + 2)) };
+        const [a, b] = await Promise.all([fast.consume([policy]), general.consume([policy])]);
+        expect(a).toEqual(b);
+        expect(fast.state(policy.key)).toEqual(general.state(policy.key));
+        expect(fast.pttl(policy.key)).toBe(general.pttl(policy.key));
+      }
+    },
+  );
+});
+
+describe('RedisStore reply: a lone token bucket/GCRA debt reads as the general path reads it', () => {
+  it.each(['token-bucket', 'gcra'] as const)(
+    '%s: 2000 random debts and policies, outcomes equal',
+    (algorithm) => {
+      const rand = random(algorithm === 'gcra' ? 41 : 42);
+      for (let i = 0; i < 2000; i++) {
+        const policy = policyOf(rand, algorithm, `ip:198.51.100.${i % 256}`);
+        // A debt in ticks of 1/limit ms, up to capacity × period (and sometimes beyond).
+        const debt = Math.floor(rand() * policy.capacity * policy.periodMs * policy.limit * 1.1);
+        for (const mode of ['c', 'd'] as const) {
+          const clock = () => 1_700_000_000_000;
+          expect(outcomesOf([policy], debt, mode, clock)).toEqual(
+            outcomesOf([policy], [debt], mode, clock),
+          );
+        }
+      }
+    },
+  );
+});
