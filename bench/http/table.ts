@@ -4,6 +4,9 @@ import type { HttpPlatform, HttpRow } from './index.js';
 /** Below this share of the target rate, a variant's fixed-load figures are not comparable. */
 export const REACHED = 0.97;
 
+/** The rows every other row is measured against: a short one makes all ratios meaningless. */
+export const BASES = ['none', 'floor-redis', 'rlf-redis'];
+
 /** `+µs` of each row over `none`, and as a multiple of what the floor and rlf add. */
 function added(rows: readonly HttpRow[], cpuOf: (r: HttpRow) => number) {
   const cpu = (variant: string) => {
@@ -107,7 +110,13 @@ export function fixedRateTable(
     'p99 ms',
     'per-round req/s',
   ];
-  const add = added(measured, (r) => r.fixedRate!.cpuUsPerRequest);
+  // A base that fell short makes every ratio to it, and every +µs over it, not comparable.
+  const shortBases = BASES.filter((v) =>
+    measured.some((r) => r.variant === v && !r.fixedRate!.reached),
+  );
+  const add = shortBases.length
+    ? () => ['–', '–', '–']
+    : added(measured, (r) => r.fixedRate!.cpuUsPerRequest);
   const addSaturated = added(rows, (r) => r.cpuUsPerRequest);
   const body = measured.map((r) => {
     const f = r.fixedRate!;
@@ -129,8 +138,11 @@ export function fixedRateTable(
     ...align(header, body),
     ...(short.length
       ? [
-          `< below ${REACHED * 100}% of ${target} req/s, not comparable: ${short.map((r) => `${r.variant} ${r.fixedRate!.rps.toFixed(0)}`).join(', ')}`,
+          `< a round below ${REACHED * 100}% of ${target} req/s, not comparable: ${short.map((r) => `${r.variant} ${r.fixedRate!.rps.toFixed(0)}`).join(', ')}`,
         ]
+      : []),
+    ...(shortBases.length
+      ? [`< ${shortBases.join(', ')} fell short: no +µs or ratio at this load is comparable`]
       : []),
     ...failures(measured, (r) => r.fixedRate!.non2xx),
   ];
