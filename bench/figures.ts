@@ -108,9 +108,7 @@ function fixedRateFigure(http: NonNullable<ChartResults['http']>): Figure | unde
     title: `Fastify at a fixed ${none.targetRps} req/s: CPU µs the limiter adds per request`,
     better: 'lower',
     bars,
-    // Issue 14's targets are on the saturated figure; at this load a wake-up per Redis reply,
-    // which the floor pays too, pulls every ratio towards 1, so its lines would mislead here.
-    targets: [],
+    targets: FASTIFY_CPU_TARGETS,
   };
 }
 

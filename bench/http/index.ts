@@ -72,8 +72,9 @@ export interface FixedRateFigures {
   /** The rate answered, in requests per second. */
   rps: number;
   /**
-   * Whether `rps` is at least 97% of `targetRps`. When not, the app could not keep up and its
-   * CPU per request was measured at a lower load than the others': not comparable.
+   * Whether every round answered at least 97% of `targetRps`. When not, the app could not
+   * keep up and its CPU per request was measured at a lower load than the others': not
+   * comparable.
    */
   reached: boolean;
   /** CPU time of the app process per request, in µs, as {@link HttpRow.cpuUsPerRequest}. */

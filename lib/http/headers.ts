@@ -86,13 +86,15 @@ interface PolicyItem {
 }
 
 /**
- * The `RateLimit-Policy` items made per policy name, reused while the quota holds: a few per
- * name, since routes, plans and overrides give one name (`default`) several quotas.
+ * The `RateLimit-Policy` items made per policy name, reused while the quota holds: up to 32
+ * per name, since routes, plans and overrides give one name (`default`) several quotas.
+ * Beyond that the oldest makes room (a name cycling through more quotas rebuilds them: the
+ * same strings, only slower).
  */
 const policyItems = new Map<string, PolicyItem[]>();
 /** Policy names are few (they are written in code); past this, items are made afresh. */
 const MAX_POLICY_NAMES = 1024;
-const ITEMS_PER_NAME = 8;
+const ITEMS_PER_NAME = 32;
 
 /** One policy's `RateLimit-Policy` item: the same string for every request of a route. */
 function policyItem(p: HeaderPolicy): string {
@@ -151,4 +153,9 @@ export function rateLimitHeaders(
   if (options.legacy !== false) legacyHeaders(policies, out);
   if (options.standard !== false) draft10Headers(policies, out);
   return out;
+}
+
+/** How many `RateLimit-Policy` items are cached for policy `name` (for tests). */
+export function cachedPolicyItems(name: string): number {
+  return policyItems.get(name)?.length ?? 0;
 }

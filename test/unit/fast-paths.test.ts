@@ -5,6 +5,8 @@
  * - RedisStore's reading of the consume script's reply: a lone token bucket/GCRA debt (a
  *   number) against the same debt given as the general path's array.
  * Random sequences with exact expectations: every outcome and every stored state equal.
+ * (That the fast path is left whenever a control applies is the conformance suite's
+ * overrides and exemptions on MemoryStore.)
  */
 import { describe, expect, it } from '@jest/globals';
 import { MemoryStore } from '../../lib/core/stores/memory-store.js';
@@ -63,7 +65,13 @@ describe('MemoryStore: one rate policy decides as the general path does', () => 
       const shape = policyOf(rand, algorithm, 'ip:203.0.113.7');
       for (let i = 0; i < 400; i++) {
         now += Math.floor(rand() * 900);
-        const policy = { ...shape, cost: Math.floor(rand() * (shape.capacity + 2)) };
+        // Refundable or not per request: the fast path's mark is checked for every algorithm.
+        const { refundable: _, ...plain } = shape;
+        const policy: StorePolicy = {
+          ...plain,
+          cost: Math.floor(rand() * (shape.capacity + 2)),
+          ...(rand() < 0.5 && { refundable: true as const }),
+        };
         const [a, b] = await Promise.all([fast.consume([policy]), general.consume([policy])]);
         expect(a).toEqual(b);
         expect(fast.state(policy.key)).toEqual(general.state(policy.key));

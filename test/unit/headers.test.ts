@@ -4,7 +4,7 @@
  * get a stale item.
  */
 import { describe, expect, it } from '@jest/globals';
-import { draft10Headers, type HeaderPolicy } from '../../lib/http/headers.js';
+import { cachedPolicyItems, draft10Headers, type HeaderPolicy } from '../../lib/http/headers.js';
 
 const policy = (limit: number, periodMs: number, extra: Partial<HeaderPolicy> = {}) =>
   ({
@@ -49,11 +49,19 @@ describe('draft10Headers', () => {
     });
   });
 
-  it('keeps more quotas of one name than it caches correct (12 quotas, twice round)', () => {
-    const limits = Array.from({ length: 12 }, (_, i) => i + 1);
-    const seen = [...limits, ...limits].map(
-      (limit) => draft10Headers([policy(limit, 60_000)])['RateLimit-Policy'],
-    );
-    expect(seen).toEqual([...limits, ...limits].map((limit) => `"tiered";q=${limit};w=60`));
+  it('caches up to 32 quotas per name, and stays correct beyond (40 quotas, twice round)', () => {
+    const name = 'many-quotas';
+    const header = (limit: number) =>
+      draft10Headers([{ ...policy(limit, 60_000), name }])['RateLimit-Policy'];
+    const first = Array.from({ length: 32 }, (_, i) => i + 1);
+    first.forEach(header);
+    expect(cachedPolicyItems(name)).toBe(32);
+    // A quota seen again is served from the cache: nothing is added.
+    first.forEach(header);
+    expect(cachedPolicyItems(name)).toBe(32);
+    const limits = Array.from({ length: 40 }, (_, i) => i + 1);
+    const seen = [...limits, ...limits].map(header);
+    expect(seen).toEqual([...limits, ...limits].map((limit) => `"${name}";q=${limit};w=60`));
+    expect(cachedPolicyItems(name)).toBe(32);
   });
 });
