@@ -1,5 +1,6 @@
-import type { State } from './algorithms/index.js';
+import type { Outcome, State } from './algorithms/index.js';
 import type { Algorithm, PolicyAlgorithm } from './policy.js';
+import type { StoreOutcome, StorePolicy } from './stores/store.js';
 
 /**
  * Refunds (`count: 'failed' | 'succeeded'`): a request spends when it is decided, and gets
@@ -43,6 +44,23 @@ export function markOf(algorithm: PolicyAlgorithm, written: State, offsetMs = 0)
   if (algorithm === 'fixed-window') return written[1]!;
   if (algorithm === 'sliding-window') return written[0]!;
   return offsetMs + written[0]! + (written[1]! > 0 ? 1 : 0);
+}
+
+/**
+ * The store's outcome of a policy spent under its own state (no exemption, override or
+ * block): its numbers, and the mark a refund needs only when the caller may refund it.
+ * @param offsetMs when the state was read at time 0 (a token bucket or GCRA debt from
+ *   Redis), the time in ms its TAT counts from; asked only for a mark
+ */
+export function spentOutcome(
+  o: Outcome,
+  policy: StorePolicy,
+  offsetMs?: () => number,
+): StoreOutcome {
+  const { allowed, remaining, resetMs, retryAfterMs } = o;
+  if (!policy.refundable || !o.state) return { allowed, remaining, resetMs, retryAfterMs };
+  const mark = markOf(policy.algorithm, o.state, offsetMs?.());
+  return { allowed, remaining, resetMs, retryAfterMs, mark };
 }
 
 /** Token bucket and GCRA: the ticks (1/L ms) still owed of the request's spending at `now`. */

@@ -88,7 +88,8 @@ export function storePoliciesOf(
   return out;
 }
 
-type Mutable<T> = { -readonly [K in keyof T]: T[K] };
+/** `T` with its fields writable: for objects of one shape, filled in before they are handed out. */
+export type Mutable<T> = { -readonly [K in keyof T]: T[K] };
 
 /** The decision of the store's outcomes, in the order of `policies`. */
 export function decisionOf(policies: Policy[], outcomes: StoreOutcome[]): Decision {

@@ -1,4 +1,5 @@
 import type { Decision, Policy } from '../core/policy.js';
+import type { Mutable } from '../core/store-policies.js';
 import {
   rateLimitHeaders,
   retryAfterSeconds,
@@ -117,7 +118,7 @@ export class Outcomes {
       }
       if (!rule.headers) continue;
       const policy = entry.policy as Policy;
-      const header: { -readonly [K in keyof HeaderPolicy]: HeaderPolicy[K] } = {
+      const header: Mutable<HeaderPolicy> = {
         name: p.name,
         allowed: p.allowed,
         limit: p.limit,

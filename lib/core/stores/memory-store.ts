@@ -5,7 +5,7 @@ import { changeControl, controlEffect, type Controls } from './memory-control.js
 import { LeaseTable } from './memory-leases.js';
 import { memoryStoreSettings, type MemoryStoreOptions } from './memory-options.js';
 import type { Lease } from '../concurrency.js';
-import { markOf, refundedState, type StoreRefund } from '../refund.js';
+import { refundedState, spentOutcome, type StoreRefund } from '../refund.js';
 import type {
   ControlChange,
   ControlSnapshot,
@@ -95,12 +95,7 @@ export class MemoryStore implements RateLimitStore {
     ) {
       const o = ALGORITHM_IMPLS[only.algorithm].evaluate(this.read(only.key, now), now, only);
       if (o.state) this.write(only.key, o.state, now + o.ttlMs!);
-      const { allowed, remaining, resetMs, retryAfterMs } = o;
-      const outcome: StoreOutcome =
-        only.refundable && o.state
-          ? { allowed, remaining, resetMs, retryAfterMs, mark: markOf(only.algorithm, o.state) }
-          : { allowed, remaining, resetMs, retryAfterMs };
-      return Promise.resolve([outcome]);
+      return Promise.resolve([spentOutcome(o, only)]);
     }
     // Overrides and exemptions, as the Redis script applies them (see CONSUME_SCRIPT).
     // With no control hash at all (the usual case), no key to derive per policy.
@@ -141,8 +136,7 @@ export class MemoryStore implements RateLimitStore {
         }
         if (exempt) return { ...outcome, exempt };
         if (override) return { ...outcome, override };
-        if (!policy.refundable || !o.state) return outcome;
-        return { ...outcome, mark: markOf(policy.algorithm, o.state) };
+        return spentOutcome(o, policy);
       }),
     );
   }

@@ -1,6 +1,6 @@
 import { ALGORITHM_IMPLS, decideAll, type State } from '../algorithms/index.js';
 import { blockedOutcome, startsBlock } from '../penalty.js';
-import { markOf } from '../refund.js';
+import { spentOutcome } from '../refund.js';
 import type { StoreOutcome, StorePolicy } from './store.js';
 
 // How RedisStore reads what its scripts reply (see CONSUME_SCRIPT and INSPECT_SCRIPT).
@@ -22,7 +22,9 @@ export function outcomesOf(
   // The script returns each state as it stood; the TypeScript reference turns it into the
   // numbers reported, deciding exactly as the script did (test/integration/lua-reference).
   const only = policies.length === 1 ? policies[0]! : undefined;
-  if (typeof reply === 'number' && only?.blockMs === undefined && only !== undefined) {
+  // Token bucket and GCRA are read at time 0 (a debt): their TAT counts from now.
+  const offset = clock ?? Date.now;
+  if (typeof reply === 'number' && only !== undefined && only.blockMs === undefined) {
     // The usual request: one token bucket or GCRA debt, no control, no penalty (held to the
     // general path's outcomes by test/unit/fast-paths.test.ts).
     const o = ALGORITHM_IMPLS[only.algorithm].evaluate(
@@ -30,10 +32,7 @@ export function outcomesOf(
       0,
       only,
     );
-    const { allowed, remaining, resetMs, retryAfterMs } = o;
-    if (!only.refundable || !o.state) return [{ allowed, remaining, resetMs, retryAfterMs }];
-    const mark = markOf(only.algorithm, o.state, clock?.() ?? Date.now());
-    return [{ allowed, remaining, resetMs, retryAfterMs, mark }];
+    return [spentOutcome(o, only, offset)];
   }
   const values = typeof reply === 'number' ? [reply] : reply;
   let r = 0;
@@ -80,13 +79,8 @@ export function outcomesOf(
     if (mode !== 'd' && startsBlock(policy, o, undefined, effect !== '')) {
       return { ...blockedOutcome(o, policy.blockMs!), blocked: true };
     }
-    if (effect === '') {
-      // Only for a spending the caller may refund (RateLimiter.spend): others pay nothing.
-      if (!policy.refundable || !o.state) return outcome;
-      // Token bucket and GCRA are read at time 0 (a debt): their TAT counts from now.
-      const offset = clock?.() ?? Date.now();
-      return { ...outcome, mark: markOf(policy.algorithm, o.state, offset) };
-    }
+    // A mark only for a spending the caller may refund (RateLimiter.spend): others pay nothing.
+    if (effect === '') return spentOutcome(o, policy, offset);
     if (effect === 'x') return { ...outcome, exempt: true };
     const { limit, periodMs } = controlled[i]!.params;
     return { ...outcome, override: { limit, periodMs } };
