@@ -11,7 +11,7 @@ export const FLOOR_LUA = 'return 1';
 export const FLOOR_SHA = createHash('sha1').update(FLOOR_LUA).digest('hex');
 
 /**
- * What the module sets on a client it creates from a URL (lib/nest/resources.ts, connect):
+ * What the module sets on a client it creates from a URL (lib/nest/module/resources.ts, connect):
  * the floor pays what the module's own client pays, auto-pipelining included.
  */
 export const MODULE_CLIENT_OPTIONS: RedisOptions = {

@@ -92,13 +92,13 @@ export {
   type CostFn,
   type RateFn,
   type RateLimitOptions,
-} from './nest/decorators.js';
-export { keys, type KeyFn, type KeyHelpers } from './nest/keys.js';
-export { rateLimitContext, type RateLimitContext } from './nest/context.js';
-export type { RequestOutcome } from './nest/outcome.js';
+} from './nest/declare/decorators.js';
+export { keys, type KeyFn, type KeyHelpers } from './nest/declare/keys.js';
+export { rateLimitContext, type RateLimitContext } from './nest/declare/context.js';
+export type { RequestOutcome } from './nest/pipeline/outcome.js';
 export type { Transport } from './nest/transports/transport.js';
 export type { RpcRefusal } from './nest/transports/rpc.js';
-export { ProblemDetailsFilter, RateLimitProblemException } from './nest/problem-details.js';
+export { ProblemDetailsFilter, RateLimitProblemException } from './nest/transports/problem-details.js';
 export {
   graphQLRefusal,
   type GraphQLRefusalCode,
@@ -117,25 +117,25 @@ export {
   type OverrideAppliedDetail,
   type RateLimitEventName,
   type UnenforcedDetail,
-} from './nest/events.js';
-export type { MetricsOptions, MetricsRegistry } from './nest/metrics.js';
-export type { DecisionEvent, DecisionEventPolicy, DecisionOutcome } from './nest/observer.js';
+} from './nest/observability/events.js';
+export type { MetricsOptions, MetricsRegistry } from './nest/observability/metrics.js';
+export type { DecisionEvent, DecisionEventPolicy, DecisionOutcome } from './nest/observability/observer.js';
 export type {
   DefaultPolicy,
   RateLimitModuleAsyncOptions,
   RateLimitModuleOptions,
-} from './nest/options.js';
-export { RateLimitGuard } from './nest/rate-limit.guard.js';
-export { RateLimitInterceptor } from './nest/rate-limit.interceptor.js';
-export { RateLimitSettleInterceptor } from './nest/settle.interceptor.js';
-export { RateLimitModule } from './nest/rate-limit.module.js';
+} from './nest/module/options.js';
+export { RateLimitGuard } from './nest/pipeline/rate-limit.guard.js';
+export { RateLimitInterceptor } from './nest/pipeline/rate-limit.interceptor.js';
+export { RateLimitSettleInterceptor } from './nest/pipeline/settle.interceptor.js';
+export { RateLimitModule } from './nest/module/rate-limit.module.js';
 export {
   RateLimitService,
   type ExemptionOptions,
   type OverrideOptions,
-} from './nest/rate-limit.service.js';
+} from './nest/operations/rate-limit.service.js';
 export {
   RateLimitAdminModule,
   type RateLimitAdminOptions,
-} from './nest/rate-limit-admin.module.js';
-export { RATE_LIMIT_OPTIONS, RATE_LIMIT_REDIS } from './nest/tokens.js';
+} from './nest/operations/rate-limit-admin.module.js';
+export { RATE_LIMIT_OPTIONS, RATE_LIMIT_REDIS } from './nest/module/tokens.js';

@@ -9,7 +9,7 @@ import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { Controller, Get } from '@nestjs/common';
 import { keys, RateLimit, RateLimitConfigError } from '../../lib/index.js';
-import { createResources } from '../../lib/nest/resources.js';
+import { createResources } from '../../lib/nest/module/resources.js';
 import { createApp, PLATFORMS, times, type AppHandle } from './support/app.js';
 
 const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');

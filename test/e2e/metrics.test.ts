@@ -17,7 +17,7 @@ import {
   SkipRateLimit,
   type DecisionEvent,
 } from '../../lib/index.js';
-import { createResources } from '../../lib/nest/resources.js';
+import { createResources } from '../../lib/nest/module/resources.js';
 import { startRedisServer, type RedisServerHandle } from '../harness/redis.js';
 import {
   bootstrap,

@@ -25,8 +25,8 @@ import {
   SimpleSpanProcessor,
 } from '@opentelemetry/sdk-trace-base';
 import { RateLimit, RateLimitConfigError, type RateLimitModuleOptions } from '../../lib/index.js';
-import { createResources } from '../../lib/nest/resources.js';
-import { DecisionTracing } from '../../lib/nest/tracing.js';
+import { createResources } from '../../lib/nest/module/resources.js';
+import { DecisionTracing } from '../../lib/nest/observability/tracing.js';
 import { redisUrl } from '../harness/redis.js';
 import {
   bootstrap,

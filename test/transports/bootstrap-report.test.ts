@@ -36,7 +36,7 @@ import {
   RateLimitModule,
   type RateLimitModuleOptions,
 } from '../../lib/index.js';
-import { handlerKind, scanHandlers } from '../../lib/nest/handlers.js';
+import { handlerKind, scanHandlers } from '../../lib/nest/module/handlers.js';
 import { CapturingLogger, uniquePrefix } from '../e2e/support/app.js';
 import { redisUrl } from '../harness/redis.js';
 

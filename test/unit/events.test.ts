@@ -6,7 +6,7 @@
 import { describe, expect, it } from '@jest/globals';
 import type { Logger } from '@nestjs/common';
 import { RATE_LIMIT_EVENTS, type BlockedDetail } from '../../lib/index.js';
-import { hashIdentity, RateLimitEvents } from '../../lib/nest/events.js';
+import { hashIdentity, RateLimitEvents } from '../../lib/nest/observability/events.js';
 
 function setup() {
   const lines: string[] = [];

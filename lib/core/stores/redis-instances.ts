@@ -4,7 +4,7 @@ import { isNoScript } from './redis-client.js';
 
 /**
  * One process's announcement that it shares the store, and the count of those alive: the
- * `instances` that insurance limits learn (see `lib/nest/instances.ts`).
+ * `instances` that insurance limits learn (see `lib/nest/module/instances.ts`).
  *
  * KEYS[1]: a sorted set, member = process id, score = when it last announced, in ms on the
  * Redis server clock (so processes with skewed clocks agree). ARGV[1]: this process's id;

@@ -1,7 +1,7 @@
 import type { ExecutionContext } from '@nestjs/common';
 import type { RequestLike } from '../../http/ip.js';
-import { RateLimitEvents } from '../events.js';
-import type { RequestOutcome } from '../outcome.js';
+import { RateLimitEvents } from '../observability/events.js';
+import type { RequestOutcome } from '../pipeline/outcome.js';
 import type { Transport } from './transport.js';
 
 /**

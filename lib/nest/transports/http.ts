@@ -1,7 +1,7 @@
 import { HttpException, type ExecutionContext } from '@nestjs/common';
 import type { RequestLike } from '../../http/ip.js';
-import type { RequestOutcome } from '../outcome.js';
-import { RateLimitProblemException } from '../problem-details.js';
+import type { RequestOutcome } from '../pipeline/outcome.js';
+import { RateLimitProblemException } from './problem-details.js';
 import type { Transport } from './transport.js';
 
 /** An Express response or a Fastify reply, as far as headers go. */

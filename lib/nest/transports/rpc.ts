@@ -1,6 +1,6 @@
 import type { ExecutionContext } from '@nestjs/common';
 import type { RequestLike } from '../../http/ip.js';
-import type { RequestOutcome } from '../outcome.js';
+import type { RequestOutcome } from '../pipeline/outcome.js';
 import type { Transport } from './transport.js';
 
 /**

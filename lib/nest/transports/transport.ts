@@ -1,6 +1,6 @@
 import type { ExecutionContext } from '@nestjs/common';
 import type { RequestLike } from '../../http/ip.js';
-import type { RequestOutcome } from '../outcome.js';
+import type { RequestOutcome } from '../pipeline/outcome.js';
 
 /**
  * One Nest transport as the guard meets it (DESIGN §9): where the request and the user come

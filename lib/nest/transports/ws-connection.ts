@@ -6,9 +6,9 @@ import { retryAfterSeconds } from '../../http/headers.js';
 import { AllowList } from '../../http/allow-list.js';
 import { ipIdentity } from '../../http/identities.js';
 import { serviceUnavailableBody, tooManyRequestsBody } from '../../http/responses.js';
-import { hashIdentity, messageOf, RATE_LIMIT_EVENTS, type RateLimitEvents } from '../events.js';
-import { KillSwitch } from '../kill-switch.js';
-import type { RateLimitModuleOptions } from '../options.js';
+import { hashIdentity, messageOf, RATE_LIMIT_EVENTS, type RateLimitEvents } from '../observability/events.js';
+import { KillSwitch } from '../pipeline/kill-switch.js';
+import type { RateLimitModuleOptions } from '../module/options.js';
 import {
   handshakeOf,
   recordHandshake,

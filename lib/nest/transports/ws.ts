@@ -1,7 +1,7 @@
 import type { ExecutionContext } from '@nestjs/common';
 import type { WsException } from '@nestjs/websockets';
 import type { RequestLike } from '../../http/ip.js';
-import type { RequestOutcome } from '../outcome.js';
+import type { RequestOutcome } from '../pipeline/outcome.js';
 import type { Transport } from './transport.js';
 
 /**

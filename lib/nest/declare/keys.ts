@@ -1,0 +1,85 @@
+import type { ExecutionContext } from '@nestjs/common';
+import { headerIdentity, userIdentity } from '../../http/identities.js';
+import { requestOf, userOf } from './context.js';
+
+/** What the guard hands every key function besides the context. */
+export interface KeyHelpers {
+  /** The client identity by address, `ip:<address>`, per the module's `trustedProxies` and `ipv6Subnet`. */
+  ip(): string;
+}
+
+/**
+ * Who a request counts against. Returns an identity such as `user:42`; undefined (or '')
+ * falls back to the client IP, so an anonymous request is still limited. Read the request
+ * and the user with `rateLimitContext(ctx)`, whatever the transport.
+ */
+export type KeyFn = (
+  ctx: ExecutionContext,
+  helpers: KeyHelpers,
+) => string | undefined | Promise<string | undefined>;
+
+/** Key functions known to read no user: decided before the route's own guards (DESIGN §6). */
+const userless = new WeakSet<KeyFn>();
+
+function withoutUser(key: KeyFn): KeyFn {
+  userless.add(key);
+  return key;
+}
+
+/**
+ * Whether `key` may read the authenticated user. True for `keys.userOrIp` (the default),
+ * `keys.user` and your own functions; false for `keys.ip`, `keys.header` and a
+ * `keys.compose` of those. On a route with guards of its own (authentication), the global
+ * guard decides the policies whose key needs the user after those guards have run.
+ */
+export function needsUser(key: KeyFn): boolean {
+  return !userless.has(key);
+}
+
+/** Built-in identities (DESIGN §5), on every transport that has what they read. */
+export const keys = {
+  /**
+   * Marks your key function as one that reads no user (a header, the body, a route
+   * parameter): on a route with guards of its own it is decided before them, like `keys.ip`,
+   * e.g. a per-account login limit,
+   * `keys.withoutUser((ctx) => 'acct:' + rateLimitContext(ctx).request?.body?.account)`.
+   * Returns `key`.
+   */
+  withoutUser: (key: KeyFn): KeyFn => withoutUser(key),
+
+  /** The client address, `ip:<address>`. */
+  ip: withoutUser((_ctx, helpers) => helpers.ip()),
+
+  /**
+   * `user:<id>` from the authenticated user (`id`, else `sub`, else `userId`; or your
+   * selector): `request.user` on HTTP, or the user Nest middleware set on Fastify's raw request.
+   */
+  user:
+    (select?: (user: unknown) => unknown): KeyFn =>
+    (ctx) =>
+      userIdentity(userOf(ctx), select),
+
+  /** `user:<id>` when authenticated, else `ip:<address>`: the default. */
+  userOrIp: ((ctx, helpers) => userIdentity(userOf(ctx)) ?? helpers.ip()) satisfies KeyFn,
+
+  /** A header's value, hashed (`hdr:<name>:<hash>`): API keys are never stored in clear. */
+  header: (name: string): KeyFn =>
+    withoutUser((ctx) => {
+      const request = requestOf(ctx);
+      return request && headerIdentity(request, name);
+    }),
+
+  /**
+   * Several identities in one, e.g. `keys.compose(keys.header('x-api-key'), keys.ip)`: one
+   * budget per API key and address. A part that is absent counts as `-`; when every part
+   * is absent the whole is too (so the client IP applies, not one bucket for all).
+   */
+  compose: (...parts: KeyFn[]): KeyFn => {
+    const composed: KeyFn = async (ctx, helpers) => {
+      const values = await Promise.all(parts.map((part) => part(ctx, helpers)));
+      if (values.every((v) => v === undefined || v === '')) return undefined;
+      return values.map((v) => v || '-').join('+');
+    };
+    return parts.some(needsUser) ? composed : withoutUser(composed);
+  },
+};

@@ -1,0 +1,194 @@
+import { Inject, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
+import { APP_GUARD, DiscoveryService, MetadataScanner, ModulesContainer } from '@nestjs/core';
+import { appendAfterRouteGuards } from '../pipeline/defer.js';
+import { RateLimitEvents } from '../observability/events.js';
+import {
+  scanHandlers,
+  sharedBudgetReason,
+  type Handler,
+  type RpcServer,
+  type Scanned,
+} from './handlers.js';
+import { keys } from '../declare/keys.js';
+import { release, RESOURCES } from './lifecycle.js';
+import { RateLimitGuard } from '../pipeline/rate-limit.guard.js';
+import type { Resources } from './resources.js';
+import { RateLimitRuntime } from '../plan/runtime.js';
+import { isLimitedType } from '../transports/registry.js';
+
+/*
+ * What the module does at bootstrap, besides building its providers: checks every handler's
+ * policies and reports those that will never run (RouteCheck), appends the guard that decides
+ * per-user policies after a route's own guards (AfterGuardsSetup), and stands its guard aside
+ * for a subclass registered as a global guard of the app's (GuardCheck).
+ */
+
+/** A controller or provider as `DiscoveryService` lists it. */
+type InstanceWrapper = ReturnType<DiscoveryService['getProviders']>[number];
+
+/** `getRpcTargetRegistry()` of Nest's `ModulesContainer` (Nest 10.2 and later). */
+type RpcTargets = {
+  getRpcTargetRegistry?: () => {
+    subscribe(next: (server: RpcServer) => void): { unsubscribe(): void };
+  };
+};
+
+/**
+ * At bootstrap: resolves the policies of every handler Nest will guard (HTTP routes,
+ * resolvers, gateway messages, message patterns), so a misconfiguration fails the start, not
+ * a request; a start that fails closes what the module opened. Then reports, once per
+ * handler, every `@RateLimit` that will never be enforced as written (`rate_limit.unenforced`),
+ * including RPC handlers whose callers would share one budget on a microservice server
+ * connected now or later.
+ */
+export class RouteCheck implements OnModuleInit, OnApplicationShutdown {
+  private servers: { unsubscribe(): void } | undefined;
+
+  constructor(
+    @Inject(DiscoveryService) private readonly discovery: DiscoveryService,
+    @Inject(MetadataScanner) private readonly scanner: MetadataScanner,
+    @Inject(ModulesContainer) private readonly modules: ModulesContainer,
+    @Inject(RateLimitRuntime) private readonly runtime: RateLimitRuntime,
+    @Inject(RESOURCES) private readonly resources: Resources,
+  ) {}
+
+  async onModuleInit(): Promise<void> {
+    const events = new RateLimitEvents();
+    let scan: ReturnType<typeof scanHandlers>;
+    try {
+      const classes: Scanned[] = [];
+      for (const { metatype } of this.discovery.getControllers()) {
+        if (typeof metatype !== 'function') continue;
+        classes.push({ type: metatype, controller: true });
+        // Every controller method, as before handlers of other kinds were known.
+        const prototype = metatype.prototype as Record<string, unknown>;
+        for (const name of this.scanner.getAllMethodNames(prototype)) {
+          const handler = prototype[name];
+          if (typeof handler === 'function') this.runtime.routeOf(metatype, handler);
+        }
+      }
+      const providers = this.discovery.getProviders();
+      for (const wrapper of providers) {
+        const type = providerClass(wrapper);
+        if (type !== undefined) classes.push({ type, controller: false });
+      }
+      scan = scanHandlers(classes, {
+        methodNames: (prototype) => this.scanner.getAllMethodNames(prototype),
+        limited: isLimitedType,
+        fieldGuards: fieldGuards(providers),
+      });
+      for (const { type, method } of scan.handlers) this.runtime.routeOf(type, method);
+    } catch (error) {
+      this.runtime.close();
+      await release(this.resources);
+      throw error;
+    }
+    for (const detail of scan.unenforced) events.unenforced(detail);
+    this.watchRpcServers(scan.handlers, events);
+  }
+
+  onApplicationShutdown(): void {
+    this.servers?.unsubscribe();
+    this.runtime.close();
+  }
+
+  /** Reports RPC handlers keyed by address on each microservice server that gives none. */
+  private watchRpcServers(handlers: readonly Handler[], events: RateLimitEvents): void {
+    const byAddress = handlers.filter(({ type, method, kind }) => {
+      if (kind !== 'rpc') return false;
+      const { enforced, shadowed } = this.runtime.routeOf(type, method);
+      return [...enforced, ...shadowed].some((r) => r.key === keys.userOrIp || r.key === keys.ip);
+    });
+    const registry = (this.modules as RpcTargets).getRpcTargetRegistry?.();
+    if (byAddress.length === 0 || registry === undefined) return;
+    const reported = new Set<string>();
+    this.servers = registry.subscribe((server) => {
+      for (const { route, method } of byAddress) {
+        if (reported.has(route)) continue;
+        const reason = sharedBudgetReason(method, server);
+        if (reason === undefined) continue;
+        reported.add(route);
+        events.unenforced({ route, reason });
+      }
+    });
+  }
+}
+
+/* eslint-disable @typescript-eslint/no-unsafe-function-type -- provider classes of any shape */
+
+/** The class of a provider: its own for a class provider, its instance's for the others. */
+function providerClass(wrapper: InstanceWrapper): Function | undefined {
+  if (typeof wrapper.metatype === 'function' && (wrapper.inject ?? undefined) === undefined)
+    return wrapper.metatype;
+  const instance: unknown = wrapper.instance;
+  if (typeof instance !== 'object' || instance === null) return undefined;
+  const type: unknown = instance.constructor;
+  return typeof type === 'function' && type !== Object ? type : undefined;
+}
+
+/* eslint-enable @typescript-eslint/no-unsafe-function-type */
+
+/**
+ * Whether GraphQL field resolvers run guards: `fieldResolverEnhancers` of the
+ * `GqlModuleOptions` provider (`GRAPHQL_MODULE_OPTIONS` of `@nestjs/graphql`); undefined
+ * without one.
+ */
+function fieldGuards(providers: readonly InstanceWrapper[]): boolean | undefined {
+  const options = providers.find((w) => w.token === 'GqlModuleOptions')?.instance as
+    { fieldResolverEnhancers?: unknown } | undefined;
+  if (typeof options !== 'object' || options === null) return undefined;
+  const enhancers = options.fieldResolverEnhancers;
+  return Array.isArray(enhancers) && enhancers.includes('guards');
+}
+
+/**
+ * Appends the guard that decides per-user policies to every HTTP route that authenticates
+ * with guards of its own (see `after-guards.ts`). In a constructor, because Nest reads a
+ * route's guards when it builds its router, after providers exist and before `onModuleInit`.
+ * A route whose policies are invalid is left alone here: {@link RouteCheck} reports it.
+ */
+export class AfterGuardsSetup {
+  constructor(
+    @Inject(DiscoveryService) discovery: DiscoveryService,
+    @Inject(MetadataScanner) scanner: MetadataScanner,
+    @Inject(RateLimitRuntime) runtime: RateLimitRuntime,
+  ) {
+    for (const { metatype } of discovery.getControllers()) {
+      if (typeof metatype !== 'function') continue;
+      const prototype = metatype.prototype as Record<string, unknown>;
+      for (const name of scanner.getAllMethodNames(prototype)) {
+        const handler = prototype[name];
+        if (typeof handler !== 'function') continue;
+        try {
+          if (runtime.routeOf(metatype, handler).afterGuards) appendAfterRouteGuards(handler);
+        } catch {
+          // Reported by RouteCheck, which also releases what the module opened.
+        }
+      }
+    }
+  }
+}
+
+/**
+ * When the app registers a subclass of `RateLimitGuard` as a global guard of its own, the
+ * module's guard (which Nest runs first) stands aside, so the subclass decides.
+ */
+export class GuardCheck implements OnModuleInit {
+  constructor(
+    @Inject(DiscoveryService) private readonly discovery: DiscoveryService,
+    @Inject(RateLimitGuard) private readonly own: RateLimitGuard,
+  ) {}
+
+  onModuleInit(): void {
+    // Nest keeps each APP_GUARD under a token of its own: "APP_GUARD (UUID: …)".
+    this.own.standAside = this.discovery
+      .getProviders()
+      .some(
+        ({ token, instance }) =>
+          typeof token === 'string' &&
+          token.startsWith(APP_GUARD) &&
+          instance instanceof RateLimitGuard &&
+          instance !== this.own,
+      );
+  }
+}

@@ -1,0 +1,120 @@
+import type { ExecutionContext } from '@nestjs/common';
+import { definePolicy, type LimitEntry } from '../../core/limiter.js';
+import { checkCost, type Policy } from '../../core/policy.js';
+import type { RateInput } from '../../core/rate.js';
+import type { RateLimitEvents } from '../observability/events.js';
+import type { IdentityOf } from './identify.js';
+import type { RateLimitModuleOptions } from '../module/options.js';
+import type { Route, Rule } from '../plan/routes.js';
+
+/** A rule and what it asks of the store for one request. */
+export type Entry = { rule: Rule; entry: LimitEntry };
+
+/** The entries of a request, and the rules whose rate or cost function failed. */
+export interface Entries {
+  entries: Entry[];
+  broken: Rule[];
+}
+
+const NO_RULES: Rule[] = [];
+
+/** Rates chosen per request are few (code, plans): beyond this, a buggy rate function is assumed. */
+const MAX_DYNAMIC_POLICIES = 1000;
+
+/**
+ * Turns a route's rules into store entries for one request: the identity of each, its
+ * policy (resolving a rate function) and its cost (resolving a cost function).
+ */
+export class PolicyResolver {
+  /** Policies of rate functions, by the answer and what else shapes the policy. */
+  private readonly dynamicPolicies = new Map<string, Policy>();
+
+  constructor(
+    private readonly options: RateLimitModuleOptions,
+    private readonly events: RateLimitEvents,
+  ) {}
+
+  /** The entries of a fixed route whose identities are all known already; else undefined. */
+  fixedEntries(route: Route, identityOf: IdentityOf): Entries | undefined {
+    if (!route.fixed) return undefined;
+    const entries: Entry[] = [];
+    for (const rule of route.enforced) {
+      const identity = identityOf(rule.key);
+      if (typeof identity !== 'string') return undefined;
+      entries.push({
+        rule,
+        entry: { identity, policy: rule.policy!, cost: rule.cost as number, scope: rule.scope },
+      });
+    }
+    return { entries, broken: NO_RULES };
+  }
+
+  /**
+   * The entries of `rules`. A rule whose rate or cost function throws, rejects or answers an
+   * invalid value is left out and listed in `broken` (logged as `rate_limit.config_error`).
+   */
+  async entriesOf(
+    ctx: ExecutionContext,
+    route: Route,
+    rules: readonly Rule[],
+    identityOf: IdentityOf,
+  ): Promise<Entries> {
+    const broken: Rule[] = [];
+    const fail = (rule: Rule) => (error: unknown) => {
+      this.events.configError(route.name, error);
+      broken.push(rule);
+      return undefined;
+    };
+    const entries = await Promise.all(
+      rules.map(async (rule): Promise<Entry | undefined> => {
+        const [identity, policy, cost] = await Promise.all([
+          identityOf(rule.key),
+          this.policyOf(rule, ctx).catch(fail(rule)),
+          this.costOf(rule, ctx).catch(fail(rule)),
+        ]);
+        if (policy === undefined || cost === undefined) return undefined;
+        return { rule, entry: { identity, policy, cost, scope: rule.scope } };
+      }),
+    );
+    return { entries: entries.filter((e) => e !== undefined), broken };
+  }
+
+  private async policyOf(rule: Rule, ctx: ExecutionContext): Promise<Policy> {
+    if (rule.policy) return rule.policy;
+    const rate: RateInput = await rule.rateFn!(ctx);
+    const algorithm = rule.options.algorithm ?? this.options.algorithm;
+    const cacheKey = JSON.stringify([
+      rule.where,
+      rule.name,
+      rate,
+      algorithm,
+      rule.options.burst,
+      // Resolved: one module default per route has one scope per route.
+      rule.scope,
+    ]);
+    let policy = this.dynamicPolicies.get(cacheKey);
+    if (!policy) {
+      policy = definePolicy(
+        {
+          name: rule.name,
+          rate,
+          algorithm,
+          burst: rule.options.burst,
+          scope: rule.scope,
+          block: rule.options.block,
+          extendBlock: rule.options.extendBlock,
+        },
+        rule.where,
+      );
+      if (this.dynamicPolicies.size >= MAX_DYNAMIC_POLICIES) this.dynamicPolicies.clear();
+      this.dynamicPolicies.set(cacheKey, policy);
+    }
+    return policy;
+  }
+
+  private async costOf(rule: Rule, ctx: ExecutionContext): Promise<number> {
+    const cost = typeof rule.cost === 'function' ? await rule.cost(ctx) : rule.cost;
+    checkCost(cost, undefined, rule.name, rule.where);
+    return cost;
+  }
+}

@@ -1,0 +1,97 @@
+import type { Lease } from '../../core/concurrency.js';
+import { RateLimitBackendError } from '../../core/errors.js';
+import type { RateLimiter, Spending } from '../../core/limiter.js';
+import { messageOf, RATE_LIMIT_EVENTS, type RateLimitEvents } from '../observability/events.js';
+import type { RequestOutcome } from './outcome.js';
+import type { Rule } from '../plan/routes.js';
+
+/**
+ * What happens when a request ends: `count` policies get back what the outcome says should
+ * not have counted, and concurrency limits get their slots back. The transport (or
+ * `RateLimitSettleInterceptor`) says when; a failing store call is logged as
+ * `rate_limit.backend_error` and changes nothing more (a slot then expires with its lease).
+ */
+export class RequestEnds {
+  constructor(
+    private readonly limiter: RateLimiter,
+    private readonly events: RateLimitEvents,
+  ) {}
+
+  /**
+   * Gives back, once the status is known, what the entries counting the other outcome spent:
+   * `count: 'failed'` on success, `'succeeded'` on failure; one store call per identity.
+   */
+  settler(
+    route: string,
+    enforcing: readonly { rule: Rule }[],
+    spending: Spending,
+  ): (status: number) => void {
+    // Once: the items of a GraphQL list share one decision, and each item's end reports it.
+    let settled = false;
+    return (status) => {
+      if (settled) return;
+      settled = true;
+      const indexes: number[] = [];
+      enforcing.forEach(({ rule }, i) => {
+        const { count, failed } = rule.options;
+        if (count === undefined) return;
+        let failure: boolean;
+        try {
+          failure = failed ? failed(status) : status >= 400;
+        } catch (error) {
+          // A failing function keeps the spending, as if the outcome never came.
+          this.events.configError(rule.where, error);
+          return;
+        }
+        if (failure !== (count === 'failed')) indexes.push(i);
+      });
+      if (indexes.length === 0) return;
+      // Called from a response's event: a synchronous throw (a store without `refund`)
+      // would be an uncaught exception there.
+      try {
+        this.limiter.refund(spending, indexes).catch(this.failed(route));
+      } catch (error) {
+        this.failed(route)(error);
+      }
+    };
+  }
+
+  /**
+   * Gives back the slots a request took under concurrency limits, once (the transport may
+   * report the request's end more than once: response finished, then connection closed).
+   */
+  releaser(route: string, leases: readonly Lease[]): () => void {
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      try {
+        this.limiter.release(leases).catch(this.failed(route));
+      } catch (error) {
+        this.failed(route)(error);
+      }
+    };
+  }
+
+  /** `outcome` with `release` called too when it ends. */
+  withRelease(outcome: RequestOutcome, release: () => void): RequestOutcome {
+    const first = outcome.release;
+    if (!first) return { ...outcome, release };
+    return {
+      ...outcome,
+      release: () => {
+        first();
+        release();
+      },
+    };
+  }
+
+  private failed(route: string): (error: unknown) => void {
+    return (error) =>
+      this.events.throttled(
+        RATE_LIMIT_EVENTS.backendError,
+        error instanceof RateLimitBackendError ? error.kind : 'error',
+        { route, message: messageOf(error) },
+      );
+  }
+}

@@ -1,0 +1,298 @@
+import type { Policy, PolicyAlgorithm } from '../../core/policy.js';
+import {
+  declare,
+  ROUTE_SCOPE,
+  type CostFn,
+  type DeclaredPolicy,
+  type RateFn,
+  type RateLimitOptions,
+} from '../declare/decorators.js';
+import { GUARDS_METADATA, isRateLimitGuard } from '../pipeline/defer.js';
+import { keys, needsUser, type KeyFn } from '../declare/keys.js';
+import { declareDefaults } from '../declare/defaults.js';
+import type { RateLimitModuleOptions, StoreFailureMode } from '../module/options.js';
+import { RATE_LIMIT_METADATA, SKIP_RATE_LIMIT_METADATA } from '../module/tokens.js';
+
+/** A controller class or a handler method: what Nest's reflection reads metadata from. */
+export type Target = { readonly name: string };
+
+/** One policy as it applies to one route, with every default filled in. */
+export interface Rule {
+  readonly name: string;
+  readonly policy?: Policy;
+  readonly rateFn?: RateFn;
+  readonly options: RateLimitOptions;
+  readonly scope: string;
+  readonly key: KeyFn;
+  readonly cost: number | CostFn;
+  /** `onStoreFailure === 'closed'`. */
+  readonly failClosed: boolean;
+  /** What this policy does while the store fails (defaults resolved). */
+  readonly onStoreFailure: StoreFailureMode;
+  readonly shadow: boolean;
+  readonly headers: boolean;
+  readonly exposeDetails: boolean;
+  readonly where: string;
+}
+
+/** The rules of one route, split once by mode. */
+export interface Route {
+  /** `Controller.handler`, for logs. */
+  readonly name: string;
+  readonly enforced: readonly Rule[];
+  readonly shadowed: readonly Rule[];
+  /** Every enforced rule has a fixed policy and cost: nothing to await but its identity. */
+  readonly fixed: boolean;
+  /** Some enforced rule counts by outcome (`count`): its requests are settled once answered. */
+  readonly counting: boolean;
+  /**
+   * The rules whose key needs the authenticated user, on a route with guards of its own:
+   * decided after those guards have run (see `after-guards.ts`); the rules above
+   * are decided first, by the global guard. Undefined when everything is decided first.
+   */
+  readonly afterGuards?: Route;
+  /**
+   * On {@link Route.afterGuards}: the same policies as budgets of the client's address for
+   * requests the route's guards refuse (failed authentication), in scopes of their own
+   * (`<scope>/unauthenticated`), so that they never spend an address's anonymous budget.
+   */
+  readonly unauthenticated?: Route;
+}
+
+const SCOPE_UNSAFE = /[^A-Za-z0-9_.\-/]/g;
+
+/**
+ * The rules of every route, resolved once from the decorators and the module options
+ * (eagerly at bootstrap, so a misconfiguration fails the start), and the static policies
+ * they declare, for `RateLimitService.inspect`.
+ */
+export class RouteTable {
+  /** Per controller, then per handler: an inherited handler serves several controllers. */
+  private readonly routes = new WeakMap<Target, Map<Target, Route>>();
+  /** Static policies of the routes resolved so far, by scope, name and algorithm; null when two disagree. */
+  private readonly known = new Map<string, Policy | null>();
+  private readonly defaults: readonly DeclaredPolicy[];
+
+  /**
+   * @param deferUserPolicies the module's guard is global, so it runs before a route's own
+   *   guards: policies that need the user wait for them (see {@link Route.afterGuards})
+   * @param onLocal called for each policy with insurance limits (`onStoreFailure: 'local'`)
+   */
+  constructor(
+    private readonly options: RateLimitModuleOptions,
+    private readonly deferUserPolicies = false,
+    private readonly onLocal?: () => void,
+  ) {
+    this.defaults = declareDefaults(options);
+  }
+
+  /**
+   * The rules of one handler: the module default, then each controller class from the base
+   * down, then the handler, merged by name; `@SkipRateLimit` at a level drops what that
+   * level inherits.
+   * @throws {RateLimitConfigError} when a policy conflicts with the module options
+   */
+  routeOf(controller: Target, handler: Target): Route {
+    let byHandler = this.routes.get(controller);
+    const cached = byHandler?.get(handler);
+    if (cached) return cached;
+    const merged = new Map<string, { declared: DeclaredPolicy; isDefault: boolean }>();
+    // Not on message and event handlers: a default keyed by the caller would put every
+    // producer of a transport without addresses (NATS, Kafka, Redis) in one budget, and drop
+    // events. A handler there is limited by its own @RateLimit, with a key over its payload.
+    if (Reflect.getMetadata(PATTERN_METADATA, handler) === undefined) {
+      for (const d of this.defaults) merged.set(d.name, { declared: d, isDefault: true });
+    }
+    for (const holder of [...classChain(controller), handler]) {
+      const skip: true | string[] | undefined = Reflect.getOwnMetadata(
+        SKIP_RATE_LIMIT_METADATA,
+        holder,
+      );
+      if (skip === true) merged.clear();
+      else skip?.forEach((name) => merged.delete(name));
+      const declared: DeclaredPolicy[] = Reflect.getOwnMetadata(RATE_LIMIT_METADATA, holder) ?? [];
+      for (const d of declared) merged.set(d.name, { declared: d, isDefault: false });
+    }
+    const name = `${controller.name}.${handler.name}`;
+    // Class and method names may hold characters a key must not ($, unicode): replace them.
+    const routeScope = name.replace(SCOPE_UNSAFE, '_').slice(0, 128);
+    const rules = [...merged.values()].map(({ declared, isDefault }) =>
+      this.toRule(declared, isDefault, routeScope),
+    );
+    const late =
+      this.deferUserPolicies && hasOwnGuards(controller, handler)
+        ? rules.filter((r) => needsUser(r.key))
+        : [];
+    const route: Route =
+      late.length === 0
+        ? routeOfRules(name, rules)
+        : {
+            ...routeOfRules(
+              name,
+              rules.filter((r) => !late.includes(r)),
+            ),
+            afterGuards: {
+              ...routeOfRules(name, late),
+              unauthenticated: routeOfRules(
+                name,
+                // A slot is per request in flight: nothing to hold for refused ones.
+                late.filter((r) => !r.shadow && !isConcurrency(r.policy)).map(unauthenticatedRule),
+              ),
+            },
+          };
+    if (!byHandler) this.routes.set(controller, (byHandler = new Map()));
+    byHandler.set(handler, route);
+    // The budgets of requests the route's guards refuse are the operator's to inspect too.
+    for (const rule of [...rules, ...(route.afterGuards?.unauthenticated?.enforced ?? [])]) {
+      if (!rule.policy) continue;
+      const id = knownId(rule.scope, rule.name, rule.policy.algorithm);
+      const seen = this.known.get(id);
+      if (seen === undefined) this.known.set(id, rule.policy);
+      else if (seen !== null && !sameRate(seen, rule.policy)) this.known.set(id, null);
+    }
+    return route;
+  }
+
+  /**
+   * The policy with this scope, name and algorithm among the static policies of the routes
+   * resolved so far (every route, after bootstrap); undefined when none, or when routes
+   * sharing the scope declare different rates for it.
+   */
+  knownPolicy(scope: string, name: string, algorithm: PolicyAlgorithm): Policy | undefined {
+    return this.known.get(knownId(scope, name, algorithm)) ?? undefined;
+  }
+
+  /** Every policy {@link RouteTable.knownPolicy} recognises, with its scope. */
+  knownPolicies(): { scope: string; policy: Policy }[] {
+    const out: { scope: string; policy: Policy }[] = [];
+    for (const [id, policy] of this.known) {
+      if (policy) out.push({ scope: (JSON.parse(id) as string[])[0]!, policy });
+    }
+    return out;
+  }
+
+  /**
+   * @param isDefault a module default: its budget is global unless it names a scope
+   * @param routeScope the scope of this route's own budget (`scope: 'route'`, or no scope on
+   *   a decorator)
+   */
+  /**
+   * The policy's own `onStoreFailure`, else its `failClosed`, else the module's, in that order.
+   * A `'local'` one tells `onLocal`: the number of processes must then be known.
+   */
+  private storeFailureMode(options: RateLimitOptions): StoreFailureMode {
+    const flag = (closed: boolean | undefined) =>
+      closed === undefined ? undefined : closed ? 'closed' : 'open';
+    const mode =
+      options.onStoreFailure ??
+      flag(options.failClosed) ??
+      this.options.onStoreFailure ??
+      flag(this.options.failClosed) ??
+      'open';
+    if (mode === 'local') this.onLocal?.();
+    return mode;
+  }
+
+  private toRule(declared: DeclaredPolicy, isDefault: boolean, routeScope: string): Rule {
+    const { options } = declared;
+    let policy = declared.policy;
+    const algorithm = options.algorithm ?? this.options.algorithm;
+    if (algorithm !== undefined && options.algorithm === undefined && !isConcurrency(policy)) {
+      // The module's algorithm applies: check the policy again under it (a burst on a
+      // window algorithm fails here, at bootstrap, not on every request).
+      const rate = policy ?? { limit: 1, periodMs: 1 };
+      const checked = declare(rate, { ...options, algorithm }, declared.where).policy;
+      if (policy) policy = checked;
+    }
+    const onStoreFailure = this.storeFailureMode(options);
+    return {
+      name: declared.name,
+      policy,
+      rateFn: declared.rateFn,
+      options,
+      scope:
+        options.scope === ROUTE_SCOPE || (options.scope === undefined && !isDefault)
+          ? routeScope
+          : (options.scope ?? 'global'),
+      key: options.key ?? this.options.key ?? keys.userOrIp,
+      cost: options.cost ?? 1,
+      failClosed: onStoreFailure === 'closed',
+      onStoreFailure,
+      shadow: this.options.mode === 'shadow' || options.shadow === true,
+      headers: options.headers !== false,
+      exposeDetails: options.exposeDetails !== false,
+      where: declared.where,
+    };
+  }
+}
+
+/**
+ * A policy as the budget of an address's requests that the route's guards refuse: spent
+ * before the guards run and given back when they admit (counted as `count: 'failed'`, so
+ * requests in flight together all count); no user yet, so a cost function (which may read
+ * the user) counts 1; never fail-closed (a store outage must not refuse the users those
+ * guards would admit).
+ */
+function unauthenticatedRule(rule: Rule): Rule {
+  return {
+    ...rule,
+    options: { ...rule.options, count: 'failed', failed: undefined },
+    scope: `${rule.scope.slice(0, 112)}/unauthenticated`,
+    cost: typeof rule.cost === 'number' ? rule.cost : 1,
+    failClosed: false,
+  };
+}
+
+function routeOfRules(name: string, rules: readonly Rule[]): Route {
+  const enforced = rules.filter((r) => !r.shadow);
+  return {
+    name,
+    enforced,
+    shadowed: rules.filter((r) => r.shadow),
+    fixed: enforced.every((r) => r.policy !== undefined && typeof r.cost === 'number'),
+    counting: enforced.some((r) => r.options.count !== undefined),
+  };
+}
+
+/**
+ * Whether the handler is an HTTP route with guards of its own (`@UseGuards` on the
+ * controller, its base classes or the handler), which Nest runs after the global ones:
+ * authentication, usually. Ours do not count.
+ */
+function hasOwnGuards(controller: Target, handler: Target): boolean {
+  if (Reflect.getMetadata(METHOD_METADATA, handler) === undefined) return false;
+  const own = (target: Target): unknown[] =>
+    (Reflect.getMetadata(GUARDS_METADATA, target) as unknown[] | undefined) ?? [];
+  return [...own(controller), ...own(handler)].some((guard) => !isRateLimitGuard(guard));
+}
+
+/** `PATTERN_METADATA` of `@nestjs/microservices`: `@MessagePattern`, `@EventPattern`. */
+const PATTERN_METADATA = 'microservices:pattern';
+
+/** Nest's metadata key of an HTTP route's method (`METHOD_METADATA` in `@nestjs/common`). */
+const METHOD_METADATA = 'method';
+
+/** A controller class and its base classes, the base first. */
+function classChain(controller: Target): Target[] {
+  const chain: Target[] = [];
+  for (
+    let c: unknown = controller;
+    typeof c === 'function' && c !== Function.prototype;
+    c = Object.getPrototypeOf(c)
+  ) {
+    chain.unshift(c as Target);
+  }
+  return chain;
+}
+
+function isConcurrency(policy: Policy | undefined): boolean {
+  return policy?.algorithm === 'concurrency';
+}
+
+function knownId(scope: string, name: string, algorithm: PolicyAlgorithm): string {
+  return JSON.stringify([scope, name, algorithm]);
+}
+
+function sameRate(a: Policy, b: Policy): boolean {
+  return a.limit === b.limit && a.periodMs === b.periodMs && a.capacity === b.capacity;
+}
