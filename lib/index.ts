@@ -96,9 +96,13 @@ export {
 export { keys, type KeyFn, type KeyHelpers } from './nest/declare/keys.js';
 export { rateLimitContext, type RateLimitContext } from './nest/declare/context.js';
 export type { RequestOutcome } from './nest/pipeline/outcome.js';
+export type { Refusal } from './nest/transports/refusal.js';
 export type { Transport } from './nest/transports/transport.js';
 export type { RpcRefusal } from './nest/transports/rpc.js';
-export { ProblemDetailsFilter, RateLimitProblemException } from './nest/transports/problem-details.js';
+export {
+  ProblemDetailsFilter,
+  RateLimitProblemException,
+} from './nest/transports/problem-details.js';
 export {
   graphQLRefusal,
   type GraphQLRefusalCode,
@@ -119,7 +123,11 @@ export {
   type UnenforcedDetail,
 } from './nest/observability/events.js';
 export type { MetricsOptions, MetricsRegistry } from './nest/observability/metrics.js';
-export type { DecisionEvent, DecisionEventPolicy, DecisionOutcome } from './nest/observability/observer.js';
+export type {
+  DecisionEvent,
+  DecisionEventPolicy,
+  DecisionOutcome,
+} from './nest/observability/observer.js';
 export type {
   DefaultPolicy,
   RateLimitModuleAsyncOptions,

@@ -14,7 +14,7 @@ import {
   RateLimitGuard,
   rateLimitContext,
   SkipRateLimit,
-  type RequestOutcome,
+  type Refusal,
 } from '../../lib/index.js';
 import { graphqlTransport } from '../../lib/nest/transports/graphql.js';
 import { startRedisServer, type RedisServerHandle } from '../harness/redis.js';
@@ -266,12 +266,15 @@ describe('rateLimitContext on a GraphQL call', () => {
       'Retry-After': '3',
     });
     expect(sent).toEqual({ 'Retry-After': '3' });
-    const refusal: RequestOutcome = {
-      allowed: false,
-      headers: {},
-      refusal: { status: 429, body: { message: 'm', retryAfter: 3 } },
+    const refusal: Refusal = {
+      status: 429,
+      retryAfter: 3,
+      message: 'm',
+      exposeDetails: true,
+      policies: ['default'],
+      problem: false,
     };
-    expect(() => graphqlTransport.refuse(gqlContext([{}, {}, {}, {}]), refusal)).toThrow(
+    expect(() => graphqlTransport.refuse(gqlContext([{}, {}, {}, {}]), refusal, {})).toThrow(
       expect.objectContaining({
         message: 'm',
         extensions: { code: 'RATE_LIMITED', retryAfter: 3 },

@@ -4,9 +4,12 @@ import { definePolicy } from '../../core/limiter.js';
 import { checkCost, type Algorithm, type Policy } from '../../core/policy.js';
 import { parseRate, type RateInput } from '../../core/rate.js';
 import type { KeyFn } from './keys.js';
-import type { StoreFailureMode } from '../module/options.js';
 import { RateLimitSettleInterceptor } from '../pipeline/settle.interceptor.js';
-import { RATE_LIMIT_METADATA, SKIP_RATE_LIMIT_METADATA } from '../module/tokens.js';
+import {
+  NEST_METADATA,
+  RATE_LIMIT_METADATA,
+  SKIP_RATE_LIMIT_METADATA,
+} from './metadata.js';
 
 /**
  * A rate chosen per request (plans, tiers): see {@link byTier}. `rateLimitContext(ctx)`
@@ -80,6 +83,9 @@ export interface RateLimitOptions {
  */
 export const ROUTE_SCOPE = 'route';
 
+/** See {@link RateLimitModuleOptions.onStoreFailure}. */
+export type StoreFailureMode = 'open' | 'closed' | 'local';
+
 /** A policy as declared by `@RateLimit`: a validated static policy, or a rate function. */
 export interface DeclaredPolicy {
   readonly name: string;
@@ -151,8 +157,6 @@ export function ConcurrencyLimit(
   };
 }
 
-/** Interceptors metadata of `@UseInterceptors` (`INTERCEPTORS_METADATA` in `@nestjs/common`). */
-const INTERCEPTORS_METADATA = '__interceptors__';
 
 /** Adds a declared policy to a class or handler, and the interceptor it needs. */
 function addPolicy(
@@ -176,7 +180,7 @@ function addPolicy(
   // Slots and outcomes end with the handler's result where no response tells (GraphQL,
   // WebSocket, RPC): only these handlers get the interceptor that watches it.
   const concurrent = declared.policy?.algorithm === 'concurrency';
-  const interceptors = (Reflect.getOwnMetadata(INTERCEPTORS_METADATA, holder) ?? []) as unknown[];
+  const interceptors = (Reflect.getOwnMetadata(NEST_METADATA.interceptors, holder) ?? []) as unknown[];
   if (
     (concurrent || declared.options.count) &&
     !interceptors.includes(RateLimitSettleInterceptor)

@@ -1,7 +1,7 @@
 import { Inject, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
 import { APP_GUARD, DiscoveryService, MetadataScanner, ModulesContainer } from '@nestjs/core';
-import { appendAfterRouteGuards } from '../pipeline/defer.js';
-import { RateLimitEvents } from '../observability/events.js';
+import { appendAfterRouteGuards } from '../pipeline/after-route-guards.js';
+import type { RateLimitEvents } from '../observability/events.js';
 import {
   scanHandlers,
   sharedBudgetReason,
@@ -13,7 +13,7 @@ import { keys } from '../declare/keys.js';
 import { release, RESOURCES } from './lifecycle.js';
 import { RateLimitGuard } from '../pipeline/rate-limit.guard.js';
 import type { Resources } from './resources.js';
-import { RateLimitRuntime } from '../plan/runtime.js';
+import { RoutePlanner } from '../plan/planner.js';
 import { isLimitedType } from '../transports/registry.js';
 
 /*
@@ -48,12 +48,12 @@ export class RouteCheck implements OnModuleInit, OnApplicationShutdown {
     @Inject(DiscoveryService) private readonly discovery: DiscoveryService,
     @Inject(MetadataScanner) private readonly scanner: MetadataScanner,
     @Inject(ModulesContainer) private readonly modules: ModulesContainer,
-    @Inject(RateLimitRuntime) private readonly runtime: RateLimitRuntime,
+    @Inject(RoutePlanner) private readonly runtime: RoutePlanner,
     @Inject(RESOURCES) private readonly resources: Resources,
   ) {}
 
   async onModuleInit(): Promise<void> {
-    const events = new RateLimitEvents();
+    const events = this.runtime.events;
     let scan: ReturnType<typeof scanHandlers>;
     try {
       const classes: Scanned[] = [];
@@ -151,7 +151,7 @@ export class AfterGuardsSetup {
   constructor(
     @Inject(DiscoveryService) discovery: DiscoveryService,
     @Inject(MetadataScanner) scanner: MetadataScanner,
-    @Inject(RateLimitRuntime) runtime: RateLimitRuntime,
+    @Inject(RoutePlanner) runtime: RoutePlanner,
   ) {
     for (const { metatype } of discovery.getControllers()) {
       if (typeof metatype !== 'function') continue;

@@ -1,28 +1,6 @@
 import type { UnenforcedDetail } from '../observability/events.js';
-import { RATE_LIMIT_METADATA } from './tokens.js';
+import { NEST_METADATA, RATE_LIMIT_METADATA } from '../declare/metadata.js';
 
-/**
- * The metadata keys the Nest packages set on handlers, as strings: reading them imports none
- * of those packages (each is an optional peer).
- */
-const METADATA = {
-  /** `METHOD_METADATA` of `@nestjs/common`: `@Get`, `@Post`, … on a controller method. */
-  route: 'method',
-  /** `PATTERN_METADATA` of `@nestjs/microservices`: `@MessagePattern`, `@EventPattern`. */
-  pattern: 'microservices:pattern',
-  /** `TRANSPORT_METADATA` of `@nestjs/microservices`: the one transport a pattern is bound to. */
-  transport: 'microservices:transport',
-  /** `GATEWAY_METADATA` of `@nestjs/websockets`: `@WebSocketGateway` on the class. */
-  gateway: 'websockets:is_gateway',
-  /** `MESSAGE_MAPPING_METADATA` of `@nestjs/websockets`: `@SubscribeMessage`. */
-  message: 'websockets:message_mapping',
-  /** `RESOLVER_TYPE_METADATA` of `@nestjs/graphql`: `@Resolver(type)`, `@Query`, `@Mutation`, `@Subscription`. */
-  resolverType: 'graphql:resolver_type',
-  /** `RESOLVER_PROPERTY_METADATA` of `@nestjs/graphql`: `@ResolveField`. */
-  resolveField: 'graphql:resolve_property',
-  /** `RESOLVER_REFERENCE_METADATA` of `@nestjs/graphql`: `@ResolveReference` (federation). */
-  resolveReference: 'graphql:resolve_reference',
-} as const;
 
 /** The root operation types: Nest guards their resolvers always, other fields only on request. */
 const ROOT_TYPES = new Set(['Query', 'Mutation', 'Subscription']);
@@ -76,19 +54,19 @@ export function handlerKind(
   controller: boolean,
 ): HandlerKind | undefined {
   if (controller) {
-    if (Reflect.getMetadata(METADATA.route, method) !== undefined) return 'http';
-    if (Reflect.getMetadata(METADATA.pattern, method) !== undefined) return 'rpc';
+    if (Reflect.getMetadata(NEST_METADATA.route, method) !== undefined) return 'http';
+    if (Reflect.getMetadata(NEST_METADATA.pattern, method) !== undefined) return 'rpc';
   }
-  if (Reflect.getMetadata(METADATA.gateway, type) === true) {
-    if (Reflect.getMetadata(METADATA.message, method) === true) return 'ws';
+  if (Reflect.getMetadata(NEST_METADATA.gateway, type) === true) {
+    if (Reflect.getMetadata(NEST_METADATA.message, method) === true) return 'ws';
   }
   const resolverType: unknown =
-    Reflect.getMetadata(METADATA.resolverType, method) ??
-    Reflect.getMetadata(METADATA.resolverType, type);
+    Reflect.getMetadata(NEST_METADATA.resolverType, method) ??
+    Reflect.getMetadata(NEST_METADATA.resolverType, type);
   if (resolverType === undefined) return undefined;
   if (
-    Reflect.getMetadata(METADATA.resolveField, method) === true ||
-    Reflect.getMetadata(METADATA.resolveReference, method) === true
+    Reflect.getMetadata(NEST_METADATA.resolveField, method) === true ||
+    Reflect.getMetadata(NEST_METADATA.resolveReference, method) === true
   )
     return 'graphql-field';
   return ROOT_TYPES.has(resolverType as string) ? 'graphql' : undefined;
@@ -161,9 +139,9 @@ export function scanHandlers(
 }
 
 function notAHandler(type: Function, method: Function, name: string): string {
-  if (Reflect.getMetadata(METADATA.gateway, type) === true && GATEWAY_HOOKS.has(name))
+  if (Reflect.getMetadata(NEST_METADATA.gateway, type) === true && GATEWAY_HOOKS.has(name))
     return 'a gateway lifecycle hook: Nest runs no guards on connections; limit the @SubscribeMessage handlers instead';
-  if (Reflect.getMetadata(METADATA.pattern, method) !== undefined)
+  if (Reflect.getMetadata(NEST_METADATA.pattern, method) !== undefined)
     return 'a message pattern outside a controller: Nest serves @MessagePattern and @EventPattern only on controllers';
   return 'not a handler Nest guards (no HTTP route, resolver, gateway message or message pattern on a controller); use RateLimitService.consume() inside it instead';
 }
@@ -181,7 +159,7 @@ export interface RpcServer {
 export function sharedBudgetReason(method: Function, server: RpcServer): string | undefined {
   const { transportId } = server;
   if (transportId === 0) return undefined;
-  const bound: unknown = Reflect.getMetadata(METADATA.transport, method);
+  const bound: unknown = Reflect.getMetadata(NEST_METADATA.transport, method);
   // As Nest binds patterns: unbound ones serve every server, and a server without an id all.
   if (bound !== undefined && transportId !== undefined && bound !== transportId) return undefined;
   const name =

@@ -1,14 +1,13 @@
 import type { DenyCacheOptions } from '../../core/deny-cache.js';
-import type { ExecutionContext, Type } from '@nestjs/common';
+import type { CanActivate, ExecutionContext, Type } from '@nestjs/common';
 import type { Cluster, Redis, RedisOptions } from 'ioredis';
 import type { CircuitBreakerOptions } from '../../core/circuit-breaker.js';
 import type { Algorithm, Decision } from '../../core/policy.js';
 import type { RateInput } from '../../core/rate.js';
 import type { RateLimitStore } from '../../core/stores/store.js';
 import type { HeaderOptions } from '../../http/headers.js';
-import type { RateFn, RateLimitOptions } from '../declare/decorators.js';
+import type { RateFn, RateLimitOptions, StoreFailureMode } from '../declare/decorators.js';
 import type { KeyFn } from '../declare/keys.js';
-import type { RateLimitGuard } from '../pipeline/rate-limit.guard.js';
 import type { MetricsOptions } from '../observability/metrics.js';
 import type { DecisionEvent } from '../observability/observer.js';
 
@@ -22,8 +21,7 @@ export type DefaultPolicyOptions = RateLimitOptions & { rate: RateInput | RateFn
  */
 export type DefaultPolicy = RateInput | RateFn | DefaultPolicyOptions;
 
-/** See {@link RateLimitModuleOptions.onStoreFailure}. */
-export type StoreFailureMode = 'open' | 'closed' | 'local';
+export type { StoreFailureMode };
 
 /** Options of `RateLimitModule.forRoot` (DESIGN §6). Durations in **ms**. */
 export interface RateLimitModuleOptions {
@@ -105,7 +103,7 @@ export interface RateLimitModuleOptions {
    * the global guard instead of the module's own. A subclass you register as `APP_GUARD`
    * yourself works too: the module's own guard then stands aside.
    */
-  guard?: Type<RateLimitGuard>;
+  guard?: Type<CanActivate>;
   /** See `RateLimiterOptions.circuitBreaker`. */
   circuitBreaker?: CircuitBreakerOptions | false;
   /** How long bootstrap waits for a Redis client the module creates to connect, in **ms**. Default 1000. */
@@ -174,5 +172,5 @@ export interface RateLimitModuleAsyncOptions {
   /** See {@link RateLimitModuleOptions.global}: it must be known before the factory runs. */
   global?: boolean;
   /** See {@link RateLimitModuleOptions.guard}: it must be known before the factory runs. */
-  guard?: Type<RateLimitGuard>;
+  guard?: Type<CanActivate>;
 }

@@ -9,7 +9,7 @@ import { RateLimitGuard } from '../pipeline/rate-limit.guard.js';
 import { RateLimitInterceptor } from '../pipeline/rate-limit.interceptor.js';
 import { RateLimitService } from '../operations/rate-limit.service.js';
 import { createResources, type Resources } from './resources.js';
-import { RateLimitRuntime } from '../plan/runtime.js';
+import { RoutePlanner } from '../plan/planner.js';
 import { InstanceCount } from './instances.js';
 import { MemoryStore } from '../../core/stores/memory-store.js';
 import { RATE_LIMIT_OPTIONS, RATE_LIMIT_REDIS } from './tokens.js';
@@ -112,16 +112,20 @@ function build(
         },
         inject: [RESOURCES, RATE_LIMIT_OPTIONS],
       },
+      // One per module: every log line and its throttle ("once per 10 s") is the module's.
+      { provide: RateLimitEvents, useValue: new RateLimitEvents() },
       {
-        provide: RateLimitRuntime,
-        useFactory: (limiter: RateLimiter, o: RateLimitModuleOptions, r: Resources) =>
-          new RateLimitRuntime(
+        provide: RoutePlanner,
+        useFactory: (
+          limiter: RateLimiter,
+          o: RateLimitModuleOptions,
+          r: Resources,
+          events: RateLimitEvents,
+        ) =>
+          new RoutePlanner(
             limiter,
             o,
-            new RateLimitEvents(),
-            r.metrics,
-            r.tracing,
-            global,
+            events,
             new InstanceCount(
               o.instances,
               r.client,
@@ -129,8 +133,11 @@ function build(
               `${o.prefix ?? 'rl'}:instances`,
               o.announceIntervalMs,
             ),
+            r.metrics,
+            r.tracing,
+            global,
           ),
-        inject: [RateLimiter, RATE_LIMIT_OPTIONS, RESOURCES],
+        inject: [RateLimiter, RATE_LIMIT_OPTIONS, RESOURCES, RateLimitEvents],
       },
       RateLimitService,
       RateLimitGuard,
@@ -154,7 +161,8 @@ function build(
       RateLimitService,
       RateLimitGuard,
       RateLimitInterceptor,
-      RateLimitRuntime,
+      RoutePlanner,
+      RateLimitEvents,
     ],
   };
 }

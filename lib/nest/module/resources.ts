@@ -15,7 +15,11 @@ import {
 } from '../observability/metrics.js';
 import type { RateLimitModuleOptions } from './options.js';
 import { declareDefaults } from '../declare/defaults.js';
-import { createTracing, type DecisionTracing, type OtelApiLoader } from '../observability/tracing.js';
+import {
+  createTracing,
+  type DecisionTracing,
+  type OtelApiLoader,
+} from '../observability/tracing.js';
 
 const WHERE = 'RateLimitModule options';
 

@@ -2,7 +2,3 @@
 export const RATE_LIMIT_REDIS = Symbol('RATE_LIMIT_REDIS');
 /** Injection token of the module options, as given. */
 export const RATE_LIMIT_OPTIONS = Symbol('RATE_LIMIT_OPTIONS');
-/** Metadata key of `@RateLimit`. */
-export const RATE_LIMIT_METADATA = 'nest-rate-limit:policies';
-/** Metadata key of `@SkipRateLimit`. */
-export const SKIP_RATE_LIMIT_METADATA = 'nest-rate-limit:skip';

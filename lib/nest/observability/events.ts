@@ -1,5 +1,6 @@
 import { Logger } from '@nestjs/common';
 import { createHash } from 'node:crypto';
+import { RateLimitBackendError } from '../../core/errors.js';
 import { formatRate } from '../../core/rate.js';
 
 /**
@@ -76,6 +77,10 @@ export interface UnenforcedDetail {
   reason: string;
 }
 
+function isBackendError(error: unknown): error is RateLimitBackendError {
+  return error instanceof RateLimitBackendError;
+}
+
 /** The message of anything thrown. */
 export function messageOf(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
@@ -125,6 +130,19 @@ export class RateLimitEvents {
     this.logger.warn(
       `${event} ${JSON.stringify({ kind, count: 1 + (seen?.held ?? 0), ...detail })}`,
     );
+  }
+
+  /**
+   * Logs `rate_limit.backend_error` (throttled per error kind): a store call failed or timed
+   * out for `route`; `detail` adds fields (`shadow: true` for a shadow policy's call).
+   */
+  backendError(route: string, error: unknown, detail?: Record<string, unknown>): void {
+    const kind = isBackendError(error) ? error.kind : 'error';
+    this.throttled(RATE_LIMIT_EVENTS.backendError, kind, {
+      route,
+      ...detail,
+      message: messageOf(error),
+    });
   }
 
   /** Logs `rate_limit.config_error`: a user function failed at request time, in `where`. */

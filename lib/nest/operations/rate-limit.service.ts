@@ -12,7 +12,8 @@ import {
   type RemovalOptions,
 } from './control-changes.js';
 import { RateLimitEvents } from '../observability/events.js';
-import { RateLimitRuntime } from '../plan/runtime.js';
+import { InstanceCount } from '../module/instances.js';
+import { RoutePlanner } from '../plan/planner.js';
 import { ConnectionLimiter, type ConnectionLimitOptions } from '../transports/ws-connection.js';
 
 export type { ExemptionOptions, OverrideOptions, RemovalOptions } from './control-changes.js';
@@ -35,7 +36,7 @@ export class RateLimitService {
 
   constructor(
     @Inject(RateLimiter) readonly limiter: RateLimiter,
-    @Optional() @Inject(RateLimitRuntime) private readonly runtime?: RateLimitRuntime,
+    @Optional() @Inject(RoutePlanner) private readonly runtime?: RoutePlanner,
   ) {
     this.controls = new ControlChanges(limiter, runtime?.options.ipv6Subnet);
   }
@@ -212,10 +213,18 @@ export class RateLimitService {
     rate: RateInput,
     options?: ConnectionLimitOptions,
   ): Promise<boolean> {
+    // A service made outside the module (`new RateLimitService(limiter)`) limits with the
+    // module's defaults.
     this.connections ??= new ConnectionLimiter(
-      this.limiter,
-      this.runtime?.options ?? {},
-      new RateLimitEvents(),
+      this.runtime ??
+        new RoutePlanner(
+          this.limiter,
+          {},
+          new RateLimitEvents(),
+          new InstanceCount(undefined, undefined, false, '', undefined),
+          undefined,
+          undefined,
+        ),
     );
     return this.connections.limit(client, rate, options);
   }

@@ -1,69 +1,71 @@
-import type { CanActivate, ExecutionContext } from '@nestjs/common';
+import type { ExecutionContext } from '@nestjs/common';
+import { RateLimitConfigError } from '../../core/errors.js';
+import { decideAfterGuards } from './after-route-guards.js';
+import type { Call } from './call.js';
+import { deliver } from './deliver.js';
+import type { Engine } from './engine.js';
+import { identitiesOf } from './identify.js';
+import { NO_LIMIT, storeOutcome, type RequestOutcome } from './outcome.js';
+
+/** The status `settle` is given for a request the route's own guards admitted (see `count`). */
+const ADMITTED = 200;
 
 /**
- * Per-user limits behind a route's own authentication guard (DESIGN §6).
+ * The deferral stage, on an HTTP route with guards of its own whose policies need the user
+ * (see `after-route-guards.ts`): those policies are spent now against the client's address,
+ * as a request the guards might refuse; once the guards have admitted it, that is given
+ * back and they are decided per user, with headers over every policy of the request.
  *
- * Nest runs global guards first, so the module's guard meets `@UseGuards(AuthGuard('jwt'))`
- * routes before any user is known. On such routes it decides only the policies whose key
- * needs no user (an IP-keyed login limit is still refused before any password check), and
- * leaves the others to {@link AFTER_ROUTE_GUARDS}, which the module appends to the route's
- * own guards at bootstrap, so that Nest runs it after them.
- *
- * Those others are not free for a client the guards refuse: before the guards, the global
- * guard spends them against the client's address (budgets of their own), and the appended
- * guard gives that back when the guards admitted the request. So failed authentication is
- * limited per address, requests in flight together included, while authenticated users are
- * limited per user, each their own budget.
+ * @param first the outcome of the policies decided before the route's guards
+ * @returns the outcome to answer now
  */
-
-/** Nest's metadata key of `@UseGuards` (`GUARDS_METADATA` in `@nestjs/common`). */
-export const GUARDS_METADATA = '__guards__';
-
-/** Marks the guards of this package (and subclasses): not the route's own guards. */
-export const RATE_LIMIT_GUARD = Symbol.for('nest-rate-limit:guard');
-
-// A registered symbol: the work a CommonJS copy of the package left on a request is found
-// by an ESM copy's marker too.
-const AFTER_GUARDS = Symbol.for('nest-rate-limit:after-guards');
-
-type Later = (ctx: ExecutionContext) => Promise<boolean>;
-type Carrier = { [AFTER_GUARDS]?: Later };
-
-/** Whether `guard` (a class or an instance in `@UseGuards`) is one of ours. */
-export function isRateLimitGuard(guard: unknown): boolean {
-  if (guard === AFTER_ROUTE_GUARDS) return true;
-  const marked = typeof guard === 'function' ? (guard as { prototype?: unknown }).prototype : guard;
-  return (
-    (marked as { [RATE_LIMIT_GUARD]?: boolean } | null | undefined)?.[RATE_LIMIT_GUARD] === true
-  );
+export async function deferToRouteGuards(
+  engine: Engine,
+  call: Call,
+  first: RequestOutcome,
+  refuse: (ctx: ExecutionContext, outcome: RequestOutcome) => never,
+): Promise<RequestOutcome> {
+  const { ctx, request, plan } = call;
+  const deferred = plan.deferred!;
+  const identities = identitiesOf(ctx, request, plan.name, engine.options, engine.events);
+  const held = await deferred.address(ctx, identities, undefined);
+  if (!held.allowed) return engine.shape.combine(first, held);
+  decideAfterGuards(call.carrier, (after) => {
+    // The guards admitted it: not a refused request after all.
+    held.settle?.(ADMITTED);
+    return decideLater(engine, call, after, first, refuse);
+  });
+  return first;
 }
 
-/** Leaves `later` on the call's carrier for {@link AFTER_ROUTE_GUARDS}. */
-export function decideAfterGuards(carrier: object, later: Later): void {
-  (carrier as Carrier)[AFTER_GUARDS] = later;
-}
-
-/**
- * The guard appended to the routes whose policies wait for authentication. One object for
- * every app in the process (several apps may share a controller class, and so its
- * metadata): it runs what the app's own guard left on the request, or admits.
- */
-export const AFTER_ROUTE_GUARDS: CanActivate = {
-  canActivate(ctx: ExecutionContext): boolean | Promise<boolean> {
-    const carrier = ctx.getArgByIndex<Carrier | undefined>(0);
-    const later = carrier?.[AFTER_GUARDS];
-    if (later === undefined) return true;
-    delete carrier![AFTER_GUARDS];
-    return later(ctx);
-  },
-};
-
-/**
- * Appends {@link AFTER_ROUTE_GUARDS} to a handler's own guards, once. Runs before Nest
- * builds its routes (which read the guards then), from a provider of the module.
- */
-export function appendAfterRouteGuards(handler: object): void {
-  const guards = (Reflect.getOwnMetadata(GUARDS_METADATA, handler) as unknown[] | undefined) ?? [];
-  if (guards.includes(AFTER_ROUTE_GUARDS)) return;
-  Reflect.defineMetadata(GUARDS_METADATA, [...guards, AFTER_ROUTE_GUARDS], handler);
+/** The per-user policies, decided once the route's own guards have run. */
+async function decideLater(
+  engine: Engine,
+  call: Call,
+  ctx: ExecutionContext,
+  first: RequestOutcome,
+  refuse: (ctx: ExecutionContext, outcome: RequestOutcome) => never,
+): Promise<boolean> {
+  const { transport, plan, carrier } = call;
+  let second = NO_LIMIT;
+  try {
+    // The user is known now: identities anew, from the request as the guards left it.
+    const identities = identitiesOf(
+      ctx,
+      transport.request(ctx),
+      plan.name,
+      engine.options,
+      engine.events,
+    );
+    second = await plan.deferred!.user(ctx, identities, undefined);
+  } catch (error) {
+    if (error instanceof RateLimitConfigError) throw error;
+    engine.events.configError(`transport ${transport.type}`, error);
+  }
+  const outcome = engine.shape.combine(first, second);
+  if (outcome.allowed && second.settle) transport.onSent?.(ctx, second.settle);
+  if (second.release) transport.onDone?.(ctx, second.release);
+  storeOutcome(carrier, outcome);
+  deliver(ctx, transport, outcome, engine.events, refuse);
+  return true;
 }

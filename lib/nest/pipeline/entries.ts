@@ -54,7 +54,7 @@ export class PolicyResolver {
    * invalid value is left out and listed in `broken` (logged as `rate_limit.config_error`).
    */
   async entriesOf(
-    ctx: ExecutionContext,
+    ctx: ExecutionContext | undefined,
     route: Route,
     rules: readonly Rule[],
     identityOf: IdentityOf,
@@ -79,9 +79,10 @@ export class PolicyResolver {
     return { entries: entries.filter((e) => e !== undefined), broken };
   }
 
-  private async policyOf(rule: Rule, ctx: ExecutionContext): Promise<Policy> {
+  private async policyOf(rule: Rule, ctx: ExecutionContext | undefined): Promise<Policy> {
     if (rule.policy) return rule.policy;
-    const rate: RateInput = await rule.rateFn!(ctx);
+    // Only rules with a rate function read `ctx`, and only calls of a handler have those.
+    const rate: RateInput = await rule.rateFn!(ctx!);
     const algorithm = rule.options.algorithm ?? this.options.algorithm;
     const cacheKey = JSON.stringify([
       rule.where,
@@ -112,8 +113,8 @@ export class PolicyResolver {
     return policy;
   }
 
-  private async costOf(rule: Rule, ctx: ExecutionContext): Promise<number> {
-    const cost = typeof rule.cost === 'function' ? await rule.cost(ctx) : rule.cost;
+  private async costOf(rule: Rule, ctx: ExecutionContext | undefined): Promise<number> {
+    const cost = typeof rule.cost === 'function' ? await rule.cost(ctx!) : rule.cost;
     checkCost(cost, undefined, rule.name, rule.where);
     return cost;
   }

@@ -1,15 +1,18 @@
 import { Inject, Injectable, type CanActivate, type ExecutionContext } from '@nestjs/common';
 import { RateLimitConfigError } from '../../core/errors.js';
-import { decideAfterGuards, RATE_LIMIT_GUARD } from './defer.js';
 import type { RequestLike } from '../../http/ip.js';
-import { NO_LIMIT, storedDecision, storeOutcome, type RequestOutcome } from './outcome.js';
-import type { Route } from '../plan/routes.js';
-import { RateLimitRuntime } from '../plan/runtime.js';
-import { KillSwitch } from './kill-switch.js';
-import { isThenable } from './thenable.js';
+import { RoutePlanner } from '../plan/planner.js';
 import { httpTransport } from '../transports/http.js';
 import { adapterOf, transportOf } from '../transports/registry.js';
 import type { Transport } from '../transports/transport.js';
+import { RATE_LIMIT_GUARD } from './after-route-guards.js';
+import type { Call } from './call.js';
+import { deferToRouteGuards } from './defer.js';
+import { deliver } from './deliver.js';
+import { Gate } from './gate.js';
+import { identitiesOf } from './identify.js';
+import { NO_LIMIT, storedDecision, storeOutcome, type RequestOutcome } from './outcome.js';
+import { isThenable } from './thenable.js';
 
 /** The outcome of a call left alone (kill switch off, or skipped): no headers, nothing later. */
 const SKIPPED: RequestOutcome = Object.freeze({ allowed: true, headers: {} });
@@ -17,14 +20,12 @@ const SKIPPED: RequestOutcome = Object.freeze({ allowed: true, headers: {} });
 /** What `canActivate` answers for a call it leaves alone. */
 const ADMIT = Promise.resolve(true);
 
-/** The status `settle` is given for a request the route's own guards admitted (see `count`). */
-const ADMITTED = 200;
-
 /**
- * Decides each call of a limited handler against its route's policies in one limiter call,
- * stores the outcome on the call's carrier (the HTTP request), sends the rate-limit headers,
- * and refuses through the call's transport: on HTTP with 429 (or 503 for a fail-closed
- * route whose store is down). Registered globally by `RateLimitModule`; with
+ * Decides each call of a limited handler against its route's plan (DESIGN §12): gate →
+ * identify → the plan's stages (one store call) → deliver, and on routes with guards of their
+ * own the deferral. Stores the outcome on the call's carrier (the HTTP request), sends the
+ * rate-limit headers, and refuses through the call's transport: on HTTP with 429 (or 503 for
+ * a fail-closed route whose store is down). Registered globally by `RateLimitModule`; with
  * `global: false`, use `@UseGuards(RateLimitGuard)`. A call guarded twice is counted once.
  * Contexts of a transport without an adapter (`lib/nest/transports/`) pass untouched, and
  * no context gets a TypeError from the guard.
@@ -34,7 +35,11 @@ const ADMITTED = 200;
  */
 @Injectable()
 export class RateLimitGuard implements CanActivate {
-  constructor(@Inject(RateLimitRuntime) protected readonly runtime: RateLimitRuntime) {}
+  private readonly gate: Gate;
+
+  constructor(@Inject(RoutePlanner) protected readonly planner: RoutePlanner) {
+    this.gate = new Gate(planner.options, planner.events);
+  }
 
   /**
    * Set at bootstrap on the module's own global guard when the app registers a subclass as
@@ -42,10 +47,6 @@ export class RateLimitGuard implements CanActivate {
    * one admits without a word (else it would decide first and the subclass never would).
    */
   standAside = false;
-
-  private readonly killSwitch = new KillSwitch((error) =>
-    this.runtime.reportConfigError('enabled', error),
-  );
 
   canActivate(ctx: ExecutionContext): Promise<boolean> {
     if (this.standAside) return ADMIT;
@@ -69,7 +70,7 @@ export class RateLimitGuard implements CanActivate {
       carrier = transport.carrier(ctx);
       if (carrier === undefined) return ADMIT;
       stored = storedDecision(carrier);
-      if (stored === undefined) request = transport.request(ctx);
+      if (stored === undefined) request = transport.request(ctx, this.planner.events);
     } catch (error) {
       return Promise.resolve(this.unreadable(ctx, error));
     }
@@ -82,88 +83,27 @@ export class RateLimitGuard implements CanActivate {
     return deciding.then((outcome) => {
       storeOutcome(on, outcome);
       if (outcome === SKIPPED) return true;
-      // Before `send`, which throws a refusal: slots taken before a later refusal still end.
+      // Before `deliver`, which throws a refusal: slots taken before a later refusal still end.
       if (outcome.release) transport.onDone?.(ctx, outcome.release);
-      this.send(ctx, transport, outcome);
+      deliver(ctx, transport, outcome, this.planner.events, this.refuser);
       if (outcome.settle) transport.onSent?.(ctx, outcome.settle);
       return true;
     });
   }
 
+  /** `refuse`, bound once: a subclass's override included. */
+  private readonly refuser = (ctx: ExecutionContext, outcome: RequestOutcome): never =>
+    this.refuse(ctx, outcome);
+
   /** A transport that cannot read this context leaves it unlimited rather than fail it. */
   private unreadable(ctx: ExecutionContext, error: unknown): boolean {
-    this.runtime.reportConfigError(`transport ${ctx.getType()}`, error);
+    this.planner.events.configError(`transport ${ctx.getType()}`, error);
     return true;
   }
 
   /**
-   * The policies that need the user, on a route with guards of its own (see
-   * `after-guards.ts`): spent now against the client's address, as a request those guards
-   * might refuse, then given back and decided per user once they have admitted it.
-   * @returns the outcome to answer now
-   */
-  private async waitForRouteGuards(
-    ctx: ExecutionContext,
-    transport: Transport,
-    request: RequestLike | undefined,
-    carrier: object,
-    first: RequestOutcome,
-    later: Route,
-  ): Promise<RequestOutcome> {
-    const held = await this.runtime.evaluateAsAddress(ctx, request, later);
-    if (!held.allowed) return this.runtime.combine(first, held);
-    decideAfterGuards(carrier, (after) => {
-      // The guards admitted it: not a refused request after all.
-      held.settle?.(ADMITTED);
-      return this.decideLater(after, transport, carrier, first, later);
-    });
-    return first;
-  }
-
-  /**
-   * The policies that waited for the route's own guards (authentication): decided now that
-   * the user is known, with headers over every policy of the request.
-   */
-  private async decideLater(
-    ctx: ExecutionContext,
-    transport: Transport,
-    carrier: object,
-    first: RequestOutcome,
-    route: Route,
-  ): Promise<boolean> {
-    let second = NO_LIMIT;
-    try {
-      second = await this.runtime.evaluateRoute(ctx, transport.request(ctx), route);
-    } catch (error) {
-      if (error instanceof RateLimitConfigError) throw error;
-      this.runtime.reportConfigError(`transport ${transport.type}`, error);
-    }
-    const outcome = this.runtime.combine(first, second);
-    if (outcome.allowed && second.settle) transport.onSent?.(ctx, second.settle);
-    if (second.release) transport.onDone?.(ctx, second.release);
-    storeOutcome(carrier, outcome);
-    this.send(ctx, transport, outcome);
-    return true;
-  }
-
-  /**
-   * Sends the headers, then refuses when the outcome says so. The headers go first, so that
-   * a `refuse` of your own keeps `Retry-After` and the rate-limit headers; and on an
-   * admitted request, so that a 401 from a later guard still carries them.
-   */
-  private send(ctx: ExecutionContext, transport: Transport, outcome: RequestOutcome): void {
-    if (outcome === NO_LIMIT) return;
-    try {
-      transport.setHeaders(ctx, outcome.headers);
-    } catch (error) {
-      this.runtime.reportConfigError(`transport ${transport.type}`, error);
-    }
-    if (!outcome.allowed) this.refuse(ctx, outcome);
-  }
-
-  /**
-   * The outcome of one call: {@link SKIPPED} when the kill switch is off or the call is
-   * skipped. Rejects only with the `RateLimitConfigError` of a route with invalid policies.
+   * The gate stage, then the call's plan: {@link SKIPPED} when the gate stops the call.
+   * Rejects only with the `RateLimitConfigError` of a route with invalid policies.
    */
   private decide(
     ctx: ExecutionContext,
@@ -171,81 +111,57 @@ export class RateLimitGuard implements CanActivate {
     request: RequestLike | undefined,
     carrier: object,
   ): Promise<RequestOutcome> {
-    const { enabled } = this.runtime.options;
-    if (enabled === false) return Promise.resolve(SKIPPED);
-    if (typeof enabled === 'function') return this.decideWhenOn(ctx, transport, request, carrier);
-    let skip: boolean | Promise<boolean>;
+    if (this.gate.off) return Promise.resolve(SKIPPED);
+    let passes: boolean | Promise<boolean>;
+    try {
+      passes = this.gate.passes(request, () => this.shouldSkip(ctx));
+    } catch (error) {
+      return this.undecided(transport, error);
+    }
+    if (passes === false) return Promise.resolve(SKIPPED);
+    if (passes === true) return this.run(ctx, transport, request, carrier);
+    return passes.then(
+      (on) => (on ? this.run(ctx, transport, request, carrier) : SKIPPED),
+      (error: unknown) => this.undecided(transport, error),
+    );
+  }
+
+  /** The stages after the gate: identify, the plan's step, and the deferral if any. */
+  private run(
+    ctx: ExecutionContext,
+    transport: Transport,
+    request: RequestLike | undefined,
+    carrier: object,
+  ): Promise<RequestOutcome> {
+    let call: Call;
     let first: Promise<RequestOutcome>;
     try {
-      // The allow-list before `skip`, and apart from `shouldSkip`: a subclass that overrides
-      // it keeps the list.
-      skip = this.runtime.allowList?.allows(request) === true || this.shouldSkip(ctx);
-      if (skip === true) return Promise.resolve(SKIPPED);
-      if (skip !== false) return this.decideWhenOn(ctx, transport, request, carrier, skip);
-      first = this.runtime.evaluate(ctx, request);
+      const plan = this.planner.planOf(ctx);
+      call = { ctx, transport, carrier, request, plan };
+      const { options, events } = this.planner;
+      first = plan.decide(ctx, identitiesOf(ctx, request, plan.name, options, events), undefined);
     } catch (error) {
       return this.undecided(transport, error);
     }
     // No async function on this path: each would add promises and microtask turns.
     return first.then(
-      (outcome) => this.afterFirst(ctx, transport, request, carrier, outcome),
+      (outcome) => {
+        if (!outcome.allowed || call.plan.deferred === undefined) return outcome;
+        return deferToRouteGuards(this.planner.engine, call, outcome, this.refuser).catch(
+          (error: unknown) => this.undecided(transport, error),
+        );
+      },
       (error: unknown) => this.undecided(transport, error),
     );
   }
 
   /**
-   * {@link RateLimitGuard.decide} with an `enabled` function, or a `skip` that answers later
-   * (`asked`: its pending answer, so that `skip` is asked once per call).
-   */
-  private async decideWhenOn(
-    ctx: ExecutionContext,
-    transport: Transport,
-    request: RequestLike | undefined,
-    carrier: object,
-    asked?: Promise<boolean>,
-  ): Promise<RequestOutcome> {
-    const { enabled } = this.runtime.options;
-    if (typeof enabled === 'function' && !(await this.killSwitch.on(enabled))) return SKIPPED;
-    let first: RequestOutcome;
-    try {
-      const skip =
-        asked ?? (this.runtime.allowList?.allows(request) === true || this.shouldSkip(ctx));
-      if (typeof skip === 'boolean' ? skip : await skip) return SKIPPED;
-      first = await this.runtime.evaluate(ctx, request);
-    } catch (error) {
-      return this.undecided(transport, error);
-    }
-    return this.afterFirst(ctx, transport, request, carrier, first);
-  }
-
-  /** After the first decision: the policies that wait for the route's own guards, if any. */
-  private afterFirst(
-    ctx: ExecutionContext,
-    transport: Transport,
-    request: RequestLike | undefined,
-    carrier: object,
-    first: RequestOutcome,
-  ): RequestOutcome | Promise<RequestOutcome> {
-    if (!first.allowed) return first;
-    try {
-      // Looked up first: most routes have nothing waiting, and pay no further await.
-      const later = this.runtime.afterGuardsOf(ctx);
-      if (later === undefined) return first;
-      return this.waitForRouteGuards(ctx, transport, request, carrier, first, later).catch(
-        (error: unknown) => this.undecided(transport, error),
-      );
-    } catch (error) {
-      return this.undecided(transport, error);
-    }
-  }
-
-  /**
    * A route with invalid policies fails as at bootstrap (rethrown); anything else comes from
-   * a context the runtime cannot read (no class or handler), which stays unlimited.
+   * a context the guard cannot read (no class or handler), which stays unlimited.
    */
   private undecided(transport: Transport, error: unknown): Promise<RequestOutcome> {
     if (error instanceof RateLimitConfigError) return Promise.reject(error);
-    this.runtime.reportConfigError(`transport ${transport.type}`, error);
+    this.planner.events.configError(`transport ${transport.type}`, error);
     return Promise.resolve(NO_LIMIT);
   }
 
@@ -268,10 +184,10 @@ export class RateLimitGuard implements CanActivate {
    * throws skips nothing (and is logged), so a bug there never opens the API.
    */
   protected shouldSkip(ctx: ExecutionContext): boolean | Promise<boolean> {
-    const { skip } = this.runtime.options;
+    const { skip } = this.planner.options;
     if (!skip) return false;
     const failed = (error: unknown) => {
-      this.runtime.reportConfigError('skip', error);
+      this.planner.events.configError('skip', error);
       return false;
     };
     try {
@@ -286,14 +202,16 @@ export class RateLimitGuard implements CanActivate {
 
   /**
    * Raises the refusal through the call's transport (on HTTP: an `HttpException` with the 429
-   * or 503 body). Override it to answer otherwise: the rate-limit headers and `Retry-After`
-   * are already set when it is called (`outcome.headers` holds them too).
+   * or 503 body, or RFC 9457 problem details with `errorFormat: 'problem'`). Override it to
+   * answer otherwise: the rate-limit headers and `Retry-After` are already set when it is
+   * called (`outcome.headers` holds them too; `outcome.refusal` the status, wait in seconds,
+   * message and refusing policies).
    * @throws always
    */
   protected refuse(ctx: ExecutionContext, outcome: RequestOutcome): never {
-    return (adapterOf(ctx) ?? httpTransport).refuse(ctx, outcome);
+    return (adapterOf(ctx) ?? httpTransport).refuse(ctx, outcome.refusal!, outcome.headers);
   }
 }
 
-// Tells a route's own guards from ours, subclasses included (see after-guards.ts).
+// Tells a route's own guards from ours, subclasses included (see after-route-guards.ts).
 Object.defineProperty(RateLimitGuard.prototype, RATE_LIMIT_GUARD, { value: true });

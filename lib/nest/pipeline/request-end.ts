@@ -1,7 +1,6 @@
 import type { Lease } from '../../core/concurrency.js';
-import { RateLimitBackendError } from '../../core/errors.js';
 import type { RateLimiter, Spending } from '../../core/limiter.js';
-import { messageOf, RATE_LIMIT_EVENTS, type RateLimitEvents } from '../observability/events.js';
+import type { RateLimitEvents } from '../observability/events.js';
 import type { RequestOutcome } from './outcome.js';
 import type { Rule } from '../plan/routes.js';
 
@@ -87,11 +86,6 @@ export class RequestEnds {
   }
 
   private failed(route: string): (error: unknown) => void {
-    return (error) =>
-      this.events.throttled(
-        RATE_LIMIT_EVENTS.backendError,
-        error instanceof RateLimitBackendError ? error.kind : 'error',
-        { route, message: messageOf(error) },
-      );
+    return (error) => this.events.backendError(route, error);
   }
 }

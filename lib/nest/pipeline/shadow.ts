@@ -2,7 +2,7 @@ import { performance } from 'node:perf_hooks';
 import { RateLimitBackendError } from '../../core/errors.js';
 import type { Lease } from '../../core/concurrency.js';
 import type { RateLimiter } from '../../core/limiter.js';
-import { hashIdentity, messageOf, RATE_LIMIT_EVENTS, type RateLimitEvents } from '../observability/events.js';
+import { hashIdentity, type RateLimitEvents } from '../observability/events.js';
 import type { Trace } from '../observability/observer.js';
 import type { Entry } from './entries.js';
 
@@ -48,11 +48,7 @@ export async function countShadow(
       trace.shadowMs = performance.now() - started;
       trace.shadowError = kind;
     }
-    events.throttled(RATE_LIMIT_EVENTS.backendError, kind, {
-      route,
-      shadow: true,
-      message: messageOf(error),
-    });
+    events.backendError(route, error, { shadow: true });
     return undefined;
   }
 }

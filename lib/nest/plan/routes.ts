@@ -7,11 +7,15 @@ import {
   type RateFn,
   type RateLimitOptions,
 } from '../declare/decorators.js';
-import { GUARDS_METADATA, isRateLimitGuard } from '../pipeline/defer.js';
+import { isRateLimitGuard } from '../pipeline/after-route-guards.js';
 import { keys, needsUser, type KeyFn } from '../declare/keys.js';
 import { declareDefaults } from '../declare/defaults.js';
 import type { RateLimitModuleOptions, StoreFailureMode } from '../module/options.js';
-import { RATE_LIMIT_METADATA, SKIP_RATE_LIMIT_METADATA } from '../module/tokens.js';
+import {
+  NEST_METADATA,
+  RATE_LIMIT_METADATA,
+  SKIP_RATE_LIMIT_METADATA,
+} from '../declare/metadata.js';
 
 /** A controller class or a handler method: what Nest's reflection reads metadata from. */
 export type Target = { readonly name: string };
@@ -100,7 +104,7 @@ export class RouteTable {
     // Not on message and event handlers: a default keyed by the caller would put every
     // producer of a transport without addresses (NATS, Kafka, Redis) in one budget, and drop
     // events. A handler there is limited by its own @RateLimit, with a key over its payload.
-    if (Reflect.getMetadata(PATTERN_METADATA, handler) === undefined) {
+    if (Reflect.getMetadata(NEST_METADATA.pattern, handler) === undefined) {
       for (const d of this.defaults) merged.set(d.name, { declared: d, isDefault: true });
     }
     for (const holder of [...classChain(controller), handler]) {
@@ -151,6 +155,17 @@ export class RouteTable {
       else if (seen !== null && !sameRate(seen, rule.policy)) this.known.set(id, null);
     }
     return route;
+  }
+
+  /**
+   * The route of policies declared outside any handler (WebSocket connection limits), named
+   * `name` in logs, each filled in with the module's options as a decorator's would be.
+   */
+  routeOfPolicies(name: string, declared: readonly DeclaredPolicy[]): Route {
+    return routeOfRules(
+      name,
+      declared.map((d) => this.toRule(d, false, name)),
+    );
   }
 
   /**
@@ -260,17 +275,12 @@ function routeOfRules(name: string, rules: readonly Rule[]): Route {
  * authentication, usually. Ours do not count.
  */
 function hasOwnGuards(controller: Target, handler: Target): boolean {
-  if (Reflect.getMetadata(METHOD_METADATA, handler) === undefined) return false;
+  if (Reflect.getMetadata(NEST_METADATA.route, handler) === undefined) return false;
   const own = (target: Target): unknown[] =>
-    (Reflect.getMetadata(GUARDS_METADATA, target) as unknown[] | undefined) ?? [];
+    (Reflect.getMetadata(NEST_METADATA.guards, target) as unknown[] | undefined) ?? [];
   return [...own(controller), ...own(handler)].some((guard) => !isRateLimitGuard(guard));
 }
 
-/** `PATTERN_METADATA` of `@nestjs/microservices`: `@MessagePattern`, `@EventPattern`. */
-const PATTERN_METADATA = 'microservices:pattern';
-
-/** Nest's metadata key of an HTTP route's method (`METHOD_METADATA` in `@nestjs/common`). */
-const METHOD_METADATA = 'method';
 
 /** A controller class and its base classes, the base first. */
 function classChain(controller: Target): Target[] {

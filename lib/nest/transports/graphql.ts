@@ -1,7 +1,7 @@
 import type { ExecutionContext } from '@nestjs/common';
 import type { RequestLike } from '../../http/ip.js';
-import { RateLimitEvents } from '../observability/events.js';
-import type { RequestOutcome } from '../pipeline/outcome.js';
+import type { RateLimitEvents } from '../observability/events.js';
+import { refusalFields, type Refusal } from './refusal.js';
 import type { Transport } from './transport.js';
 
 /**
@@ -90,12 +90,11 @@ function httpRequestOf(context: Obj): RequestLike | undefined {
 // Reported once per process: the setup is wrong for every call, and a line per call would
 // drown the log.
 let reportedNoRequest = false;
-const events = new RateLimitEvents();
 
-function requestOf(ctx: ExecutionContext): RequestLike | undefined {
+function requestOf(ctx: ExecutionContext, events?: RateLimitEvents): RequestLike | undefined {
   const context = contextOf(ctx);
   const request = context && httpRequestOf(context);
-  if (request === undefined && !reportedNoRequest) {
+  if (request === undefined && events !== undefined && !reportedNoRequest) {
     reportedNoRequest = true;
     events.configError(
       'transport graphql',
@@ -182,12 +181,11 @@ function carrierOf(ctx: ExecutionContext): object {
 }
 
 /**
- * The GraphQL error of a refusal, for any GraphQL server: `message` from the HTTP body,
- * `extensions: { code, retryAfter }` (seconds).
+ * The GraphQL error of a refusal (an outcome's `refusal`), for any GraphQL server: the
+ * message of the HTTP body, `extensions: { code, retryAfter }` (seconds).
  */
-export function graphQLRefusal(outcome: RequestOutcome): Error {
-  const { status, body } = outcome.refusal!;
-  const { message, retryAfter } = body as { message: string; retryAfter?: number };
+export function graphQLRefusal(outcome: { readonly refusal?: Refusal }): Error {
+  const { status, message, retryAfter } = refusalFields(outcome.refusal!);
   const extensions: GraphQLRefusalExtensions = {
     code: status === 503 ? 'SERVICE_UNAVAILABLE' : 'RATE_LIMITED',
     ...(retryAfter !== undefined && { retryAfter }),
@@ -248,8 +246,8 @@ export const graphqlTransport: Transport = {
     return isObject(args) ? args : undefined;
   },
   setHeaders,
-  refuse(ctx: ExecutionContext, outcome: RequestOutcome): never {
-    setHeaders(ctx, outcome.headers);
-    throw graphQLRefusal(outcome);
+  refuse(ctx, refusal, headers): never {
+    setHeaders(ctx, headers);
+    throw graphQLRefusal({ refusal });
   },
 };

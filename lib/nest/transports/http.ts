@@ -1,7 +1,7 @@
 import { HttpException, type ExecutionContext } from '@nestjs/common';
 import type { RequestLike } from '../../http/ip.js';
-import type { RequestOutcome } from '../pipeline/outcome.js';
 import { RateLimitProblemException } from './problem-details.js';
+import { refusalBody, refusalProblem } from './refusal.js';
 import type { Transport } from './transport.js';
 
 /** An Express response or a Fastify reply, as far as headers go. */
@@ -61,11 +61,10 @@ export const httpTransport: Transport = {
   },
   args: () => undefined,
   setHeaders,
-  refuse(ctx: ExecutionContext, outcome: RequestOutcome): never {
-    setHeaders(ctx, outcome.headers);
-    const { status, body, problem } = outcome.refusal!;
-    if (problem !== undefined) throw new RateLimitProblemException(problem);
-    throw new HttpException(body, status);
+  refuse(ctx, refusal, headers): never {
+    setHeaders(ctx, headers);
+    if (refusal.problem) throw new RateLimitProblemException(refusalProblem(refusal));
+    throw new HttpException(refusalBody(refusal), refusal.status);
   },
   onSent(ctx, done) {
     const node = nodeResponseOf(ctx);

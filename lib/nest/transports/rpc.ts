@@ -1,6 +1,7 @@
 import type { ExecutionContext } from '@nestjs/common';
 import type { RequestLike } from '../../http/ip.js';
-import type { RequestOutcome } from '../pipeline/outcome.js';
+import { NEST_METADATA } from '../declare/metadata.js';
+import { refusalFields } from './refusal.js';
 import type { Transport } from './transport.js';
 
 /**
@@ -16,8 +17,7 @@ export interface RpcRefusal {
   retryAfter?: number;
 }
 
-/** `PATTERN_HANDLER_METADATA` of `@nestjs/microservices`, and its `PatternHandler.EVENT`. */
-const PATTERN_HANDLER_METADATA = 'microservices:handler_type';
+/** `PatternHandler.EVENT` of `@nestjs/microservices`. */
 const EVENT_HANDLER = 2;
 
 type ErrorClass = new (error: RpcRefusal) => Error;
@@ -114,19 +114,13 @@ export const rpcTransport: Transport = {
   user: () => undefined,
   args: (ctx) => ctx.getArgByIndex(0),
   setHeaders: () => undefined,
-  refuse(ctx: ExecutionContext, outcome: RequestOutcome): never {
-    const { status, body } = outcome.refusal!;
-    const { error, message, retryAfter } = body as Omit<RpcRefusal, 'status'>;
-    const refusal: RpcRefusal = {
-      status,
-      error,
-      message,
-      ...(retryAfter !== undefined && { retryAfter }),
-    };
+  refuse(ctx, refused): never {
+    const refusal: RpcRefusal = refusalFields(refused);
+    const { message } = refusal;
     const handler: unknown = ctx.getHandler();
     const event =
       typeof handler === 'function' &&
-      Reflect.getMetadata(PATTERN_HANDLER_METADATA, handler) === EVENT_HANDLER;
+      Reflect.getMetadata(NEST_METADATA.patternHandler, handler) === EVENT_HANDLER;
     const Refusal = event ? EventDropped : RpcException;
     if (Refusal === undefined) throw new Error(`rate limited: ${message}`);
     throw new Refusal(refusal);

@@ -1,6 +1,7 @@
 import type { ExecutionContext } from '@nestjs/common';
 import type { RequestLike } from '../../http/ip.js';
-import type { RequestOutcome } from '../pipeline/outcome.js';
+import type { RateLimitEvents } from '../observability/events.js';
+import type { Refusal } from './refusal.js';
 
 /**
  * One Nest transport as the guard meets it (DESIGN §9): where the request and the user come
@@ -39,9 +40,10 @@ export interface Transport {
    * Express or Fastify request; GraphQL the HTTP request behind the operation; WebSocket the
    * handshake; RPC on TCP `{ ip, headers: {} }` of the socket. Undefined when the transport
    * has none (RPC on any other transport): `keys.ip` then answers `ip:unknown` and key
-   * functions must name the identity themselves.
+   * functions must name the identity themselves. Given the module's `events`, a setup that
+   * leaves every call without its request is logged (once per process).
    */
-  request(ctx: ExecutionContext): RequestLike | undefined;
+  request(ctx: ExecutionContext, events?: RateLimitEvents): RequestLike | undefined;
 
   /**
    * The authenticated user, or undefined. HTTP: `request.user`, else the `user` that Nest
@@ -62,12 +64,12 @@ export interface Transport {
   setHeaders(ctx: ExecutionContext, headers: Readonly<Record<string, string>>): void;
 
   /**
-   * Raises the refusal in `outcome.refusal` (status 429 or 503, the HTTP body with
-   * `retryAfter` in **seconds**), after sending `outcome.headers` where there are headers.
+   * Renders and raises a transport-neutral refusal (status 429 or 503, the wait in
+   * **seconds**: see `refusal.ts`), after sending `headers` where there are headers.
    * @throws always: HTTP an `HttpException`; WebSocket a `WsException`; RPC an
    *   `RpcException`; GraphQL a `GraphQLError` with `extensions.code: 'RATE_LIMITED'`
    */
-  refuse(ctx: ExecutionContext, outcome: RequestOutcome): never;
+  refuse(ctx: ExecutionContext, refusal: Refusal, headers: Readonly<Record<string, string>>): never;
 
   /**
    * Calls `done` with the response's status once it has been sent in full (never when the

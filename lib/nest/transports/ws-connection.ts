@@ -1,21 +1,13 @@
-import { RateLimitConfigError, RateLimitBackendError } from '../../core/errors.js';
-import type { RateLimiter } from '../../core/limiter.js';
-import { resolvePolicy, type Policy } from '../../core/policy.js';
+import { declare } from '../declare/decorators.js';
+import { keys } from '../declare/keys.js';
 import type { RateInput } from '../../core/rate.js';
-import { retryAfterSeconds } from '../../http/headers.js';
-import { AllowList } from '../../http/allow-list.js';
 import { ipIdentity } from '../../http/identities.js';
-import { serviceUnavailableBody, tooManyRequestsBody } from '../../http/responses.js';
-import { hashIdentity, messageOf, RATE_LIMIT_EVENTS, type RateLimitEvents } from '../observability/events.js';
-import { KillSwitch } from '../pipeline/kill-switch.js';
-import type { RateLimitModuleOptions } from '../module/options.js';
-import {
-  handshakeOf,
-  recordHandshake,
-  wsErrorOf,
-  type HandshakeRequest,
-  type WsRateLimitError,
-} from './ws.js';
+import type { StoreFailureMode } from '../declare/decorators.js';
+import type { RoutePlan } from '../pipeline/call.js';
+import { Gate } from '../pipeline/gate.js';
+import type { RoutePlanner } from '../plan/planner.js';
+import { handshakeOf, recordHandshake, wsErrorOf, type HandshakeRequest } from './ws.js';
+import type { WsRateLimitError } from './ws.js';
 
 /** Options of {@link RateLimitService.limitConnection}. */
 export interface ConnectionLimitOptions {
@@ -32,6 +24,12 @@ export interface ConnectionLimitOptions {
   scope?: string;
   /** Refuse (503) when the store is unreachable. Default: the module's `failClosed` (admit). */
   failClosed?: boolean;
+  /**
+   * What happens while the store fails, as for routes: `'open'` admits, `'closed'` refuses
+   * (503, close code 1013), `'local'` enforces this process's share of the limit in memory
+   * (insurance limits). Wins over `failClosed`. Default: the module's.
+   */
+  onStoreFailure?: StoreFailureMode;
 }
 
 /** WebSocket close codes (RFC 6455 §7.4.1): policy violation; try again later. */
@@ -41,29 +39,22 @@ const CLOSE_UNAVAILABLE = 1013;
 /** The policy name of connection limits, in Redis keys and logs. */
 const POLICY = 'connection';
 
+const WHERE = 'RateLimitService.limitConnection';
+
 /**
- * Connection attempts per client IP, for gateways (guards do not run on `handleConnection`).
- * The module's store, prefix, algorithm, `trustedProxies`, `ipv6Subnet`, `mode` and
- * `enabled` apply, and operators' overrides and exemptions of the `ip:` identity too.
+ * Connection attempts per client IP, for gateways (guards do not run on `handleConnection`),
+ * through the same stages as a route: gate (kill switch, allow-list) → identify (the
+ * handshake's address) → enforce → on store failure → shadow → shape. The module's store,
+ * prefix, algorithm, `trustedProxies`, `ipv6Subnet`, `mode`, `enabled`, failure modes and
+ * observation apply, and operators' overrides and exemptions of the `ip:` identity too.
  */
 export class ConnectionLimiter {
-  /** Policies of the rates given as strings, validated once each. */
-  private readonly policies = new Map<string, Policy>();
+  /** Plans by rate and options, compiled once each. */
+  private readonly plans = new Map<string, RoutePlan>();
+  private readonly gate: Gate;
 
-  /** The module's `allowList`: clients on it are never limited here either. */
-  private readonly allowList: AllowList | undefined;
-  private readonly killSwitch: KillSwitch;
-
-  constructor(
-    private readonly limiter: RateLimiter,
-    private readonly options: RateLimitModuleOptions,
-    private readonly events: RateLimitEvents,
-  ) {
-    this.allowList =
-      options.allowList === undefined
-        ? undefined
-        : new AllowList(options.allowList, options, 'RateLimitModule options');
-    this.killSwitch = new KillSwitch((error) => events.configError('enabled', error));
+  constructor(private readonly planner: RoutePlanner) {
+    this.gate = new Gate(planner.options, planner.events);
   }
 
   /** See {@link RateLimitService.limitConnection}. */
@@ -72,61 +63,41 @@ export class ConnectionLimiter {
     rate: RateInput,
     options: ConnectionLimitOptions = {},
   ): Promise<boolean> {
-    const policy = this.policyOf(rate);
+    const plan = this.planOf(rate, options);
     if (options.request) recordHandshake(client, options.request);
-    const { enabled, mode } = this.options;
-    if (
-      enabled === false ||
-      (typeof enabled === 'function' && !(await this.killSwitch.on(enabled)))
-    )
-      return true;
+    if (this.gate.off) return true;
     const handshake = handshakeOf(client);
-    if (this.allowList?.allows(handshake) === true) return true;
-    const identity = ipIdentity(handshake, this.options);
-    const scope = options.scope ?? POLICY;
-    let refusal: WsRateLimitError;
-    try {
-      const decision = await this.limiter.consume(identity, policy, { scope });
-      if (decision.allowed) return true;
-      const retryAfter = retryAfterSeconds(decision.policies);
-      const detail = () => ({
-        route: scope,
-        identity: hashIdentity(identity),
-        policies: [POLICY],
-        cost: 1,
-        retryAfterMs: decision.policies[0]!.retryAfterMs,
-      });
-      if (mode === 'shadow') {
-        this.events.shadowBlocked(scope, identity, () => ({ ...detail(), policy: POLICY }));
-        return true;
-      }
-      this.events.blocked(scope, identity, detail);
-      refusal = wsErrorOf({ status: 429, body: tooManyRequestsBody(retryAfter) });
-    } catch (error) {
-      if (error instanceof RateLimitConfigError) throw error;
-      this.events.throttled(
-        RATE_LIMIT_EVENTS.backendError,
-        error instanceof RateLimitBackendError ? error.kind : 'error',
-        { route: scope, message: messageOf(error) },
-      );
-      if (!(options.failClosed ?? this.options.failClosed ?? false) || mode === 'shadow')
-        return true;
-      refusal = wsErrorOf({ status: 503, body: serviceUnavailableBody() });
-    }
-    disconnect(client, refusal);
+    if (!(await this.gate.passes(handshake, () => false))) return true;
+    const identity = ipIdentity(handshake, this.planner.options);
+    // A connection has no execution context: its policy is fixed, so no stage reads one.
+    const outcome = await plan.decide(undefined, () => identity, undefined);
+    if (outcome.allowed) return true;
+    disconnect(client, wsErrorOf(outcome.refusal!));
     return false;
   }
 
-  /** @throws {RateLimitConfigError} for an invalid rate */
-  private policyOf(rate: RateInput): Policy {
-    const input = { name: POLICY, rate, algorithm: this.options.algorithm };
-    if (typeof rate !== 'string') return resolvePolicy(input, 'RateLimitService.limitConnection');
-    let policy = this.policies.get(rate);
-    if (policy === undefined) {
-      policy = resolvePolicy(input, 'RateLimitService.limitConnection');
-      this.policies.set(rate, policy);
+  /** @throws {RateLimitConfigError} for an invalid rate, scope or option */
+  private planOf(rate: RateInput, options: ConnectionLimitOptions): RoutePlan {
+    const scope = options.scope ?? POLICY;
+    const id = JSON.stringify([rate, scope, options.failClosed, options.onStoreFailure]);
+    let plan = this.plans.get(id);
+    if (plan === undefined) {
+      const declared = declare(
+        rate,
+        {
+          name: POLICY,
+          scope,
+          key: keys.ip,
+          headers: false,
+          ...(options.failClosed !== undefined && { failClosed: options.failClosed }),
+          ...(options.onStoreFailure !== undefined && { onStoreFailure: options.onStoreFailure }),
+        },
+        WHERE,
+      );
+      plan = this.planner.planOfPolicies(scope, [declared]);
+      this.plans.set(id, plan);
     }
-    return policy;
+    return plan;
   }
 }
 

@@ -1,7 +1,7 @@
 import type { ExecutionContext } from '@nestjs/common';
 import type { WsException } from '@nestjs/websockets';
 import type { RequestLike } from '../../http/ip.js';
-import type { RequestOutcome } from '../pipeline/outcome.js';
+import { refusalFields, type Refusal } from './refusal.js';
 import type { Transport } from './transport.js';
 
 /**
@@ -102,13 +102,9 @@ export function userOnSocket(client: object): unknown {
   return c.data?.user ?? c.user ?? c.request?.user;
 }
 
-/** The refusal of an outcome as a WebSocket client receives it (see {@link WsRateLimitError}). */
-export function wsErrorOf(refusal: NonNullable<RequestOutcome['refusal']>): WsRateLimitError {
-  const { statusCode: _, ...body } = refusal.body as { statusCode: number } & Omit<
-    WsRateLimitError,
-    'status'
-  >;
-  return { status: refusal.status, ...body };
+/** A refusal as a WebSocket client receives it (see {@link WsRateLimitError}). */
+export function wsErrorOf(refusal: Refusal): WsRateLimitError {
+  return refusalFields(refusal);
 }
 
 /**
@@ -136,8 +132,8 @@ export const wsTransport: Transport = {
   args: (ctx) => ctx.getArgByIndex(1),
   // A WebSocket message has no headers: the wait travels in the refusal alone.
   setHeaders() {},
-  refuse(_ctx, outcome): never {
-    const error = wsErrorOf(outcome.refusal!);
+  refuse(_ctx, refusal): never {
+    const error = wsErrorOf(refusal);
     // `load` ran before any call reached here; the fallback only keeps `refuse` throwing.
     if (WsExceptionClass) throw new WsExceptionClass(error);
     throw Object.assign(new Error(error.message), { error });

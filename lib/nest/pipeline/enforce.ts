@@ -1,0 +1,108 @@
+import { performance } from 'node:perf_hooks';
+import { RateLimitBackendError } from '../../core/errors.js';
+import type { Decision } from '../../core/policy.js';
+import type { Trace } from '../observability/observer.js';
+import type { Route } from '../plan/routes.js';
+import type { Engine } from './engine.js';
+import type { Entries, Entry } from './entries.js';
+import type { RequestOutcome } from './outcome.js';
+import { storeFailed } from './store-failure.js';
+
+/**
+ * The enforce stage on the usual route, its fast path: fixed policies, identities known,
+ * one store call, nothing else to wait for. Kept free of async functions, each of which
+ * would add promises and microtask turns per request; an observed request takes the same
+ * path and only fills `trace`.
+ *
+ * @param fixed the route's entries, every identity known (see `PolicyResolver.fixedEntries`)
+ * @param failure what the route answers without its store (see `storeFailed`)
+ */
+export function enforceFixed(
+  engine: Engine,
+  route: Route,
+  fixed: Entries,
+  trace: Trace | undefined,
+  failure: RequestOutcome,
+): Promise<RequestOutcome> {
+  const enforcing = fixed.entries;
+  const entries = enforcing.map((e) => e.entry);
+  const started = trace ? performance.now() : 0;
+  return engine.limiter.consumeEach(entries).then(
+    (decision) => {
+      engine.insurance.storeAnswered();
+      if (trace) traceAnswer(trace, enforcing, decision, started);
+      const outcome = engine.shape.decided(decision, enforcing, route.name);
+      if (!decision.leases) return outcome;
+      return { ...outcome, release: engine.ends.releaser(route.name, decision.leases) };
+    },
+    (error: unknown) => {
+      if (trace) traceFailure(trace, enforcing, error, started);
+      return storeFailed(engine, route, enforcing, error, failure);
+    },
+  );
+}
+
+/**
+ * The enforce stage in general: one store call for `enforcing`, spending on a route that
+ * counts by outcome (`count`: what the response later shows should not have counted is
+ * given back by `settle`), consuming otherwise; slots of concurrency limits come back by
+ * `release`. `answered` is false when the store did not answer and the on-store-failure
+ * stage decided instead: then no later stage runs.
+ */
+export async function enforce(
+  engine: Engine,
+  route: Route,
+  enforcing: readonly Entry[],
+  trace: Trace | undefined,
+  failure: RequestOutcome,
+): Promise<{ outcome: RequestOutcome; answered: boolean }> {
+  const entries = enforcing.map((e) => e.entry);
+  const started = trace ? performance.now() : 0;
+  try {
+    let settle: ((status: number) => void) | undefined;
+    let decision: Decision;
+    if (route.counting) {
+      const spent = await engine.limiter.spend(entries);
+      decision = spent.decision;
+      if (spent.spending) settle = engine.ends.settler(route.name, enforcing, spent.spending);
+    } else {
+      decision = await engine.limiter.consumeEach(entries);
+    }
+    engine.insurance.storeAnswered();
+    if (trace) traceAnswer(trace, enforcing, decision, started);
+    let outcome = engine.shape.decided(decision, enforcing, route.name);
+    if (settle && outcome.allowed) outcome = { ...outcome, settle };
+    if (decision.leases)
+      outcome = { ...outcome, release: engine.ends.releaser(route.name, decision.leases) };
+    return { outcome, answered: true };
+  } catch (error) {
+    if (trace) traceFailure(trace, enforcing, error, started);
+    return {
+      outcome: await storeFailed(engine, route, enforcing, error, failure),
+      answered: false,
+    };
+  }
+}
+
+function traceAnswer(
+  trace: Trace,
+  enforcing: readonly Entry[],
+  decision: Decision,
+  started: number,
+): void {
+  // A deny-cache answer is no store call: it stays out of the store latency.
+  if (!decision.cached) trace.enforcedMs = performance.now() - started;
+  trace.enforcing = enforcing.map((e) => e.entry);
+  trace.decision = decision;
+}
+
+function traceFailure(
+  trace: Trace,
+  enforcing: readonly Entry[],
+  error: unknown,
+  started: number,
+): void {
+  trace.enforcedMs = performance.now() - started;
+  trace.enforcing = enforcing.map((e) => e.entry);
+  trace.enforcedError = error instanceof RateLimitBackendError ? error.kind : 'error';
+}

@@ -1,0 +1,30 @@
+import type { Route } from '../plan/routes.js';
+import type { Engine } from './engine.js';
+import type { Entry } from './entries.js';
+import type { RequestOutcome } from './outcome.js';
+
+/**
+ * The on-store-failure stage: the store did not answer for `enforcing` (an error, a timeout,
+ * an open circuit breaker). Logged as `rate_limit.backend_error`; then a fail-closed policy
+ * wins (`failure`, the route's prebuilt 503), else the insurance limits of
+ * `onStoreFailure: 'local'` policies decide in memory, and the fail-open rest admit.
+ *
+ * @param failure what the route answers without its store: its 503, or `NO_LIMIT`
+ */
+export function storeFailed(
+  engine: Engine,
+  route: Route,
+  enforcing: readonly Entry[],
+  error: unknown,
+  failure: RequestOutcome,
+): RequestOutcome | Promise<RequestOutcome> {
+  engine.events.backendError(route.name, error);
+  // Concurrency limits have no insurance: a local slot could not be given back.
+  const local = enforcing.filter(
+    (e) => e.rule.onStoreFailure === 'local' && e.rule.policy?.algorithm !== 'concurrency',
+  );
+  if (local.length === 0 || !failure.allowed) return failure;
+  return engine.insurance
+    .decide(local, route.name)
+    .then((insured) => engine.shape.decided(insured.decision, insured.local, route.name));
+}

@@ -1,0 +1,152 @@
+import type { ExecutionContext } from '@nestjs/common';
+import { RateLimitConfigError } from '../../core/errors.js';
+import type { RateLimiter } from '../../core/limiter.js';
+import type { Policy, PolicyAlgorithm } from '../../core/policy.js';
+import type { RateLimitStore } from '../../core/stores/store.js';
+import type { InstanceCount } from '../module/instances.js';
+import type { RateLimitModuleOptions } from '../module/options.js';
+import type { RateLimitEvents } from '../observability/events.js';
+import type { RateLimitMetrics } from '../observability/metrics.js';
+import { DecisionObserver } from '../observability/observer.js';
+import type { DecisionTracing } from '../observability/tracing.js';
+import type { RoutePlan } from '../pipeline/call.js';
+import type { Engine } from '../pipeline/engine.js';
+import { PolicyResolver } from '../pipeline/entries.js';
+import { Insurance } from '../pipeline/insurance.js';
+import { RequestEnds } from '../pipeline/request-end.js';
+import { Outcomes } from '../pipeline/shape.js';
+import { compile } from './compile.js';
+import type { DeclaredPolicy } from '../declare/decorators.js';
+import { RouteTable, type Route, type Target } from './routes.js';
+
+/**
+ * The plans of every route, compiled once per handler (eagerly at bootstrap, so a
+ * misconfiguration fails the start), and the engine their stages share. One per module.
+ */
+export class RoutePlanner {
+  /** What the stages share. */
+  readonly engine: Engine;
+  private readonly routes: RouteTable;
+  /** Per controller, then per handler: an inherited handler serves several controllers. */
+  private readonly plans = new WeakMap<Target, Map<Target, RoutePlan>>();
+
+  /**
+   * @param global the module's guard is global (`APP_GUARD`): on HTTP routes with guards of
+   *   their own, the policies that need the user are decided after those guards
+   * @param instances the processes sharing the store, for insurance limits
+   */
+  constructor(
+    limiter: RateLimiter,
+    readonly options: RateLimitModuleOptions,
+    readonly events: RateLimitEvents,
+    private readonly instances: InstanceCount,
+    metrics: RateLimitMetrics | undefined,
+    tracing: DecisionTracing | undefined,
+    global = false,
+  ) {
+    // Announcing starts with the first policy that needs the count, at bootstrap.
+    this.routes = new RouteTable(options, global, () => instances.start());
+    const insurance = new Insurance(() => instances.value, options.prefix, events);
+    metrics?.watchInsurance(
+      () => insurance.inForce,
+      () => instances.value,
+    );
+    this.engine = {
+      limiter,
+      options,
+      events,
+      entries: new PolicyResolver(options, events),
+      shape: new Outcomes(options, events),
+      ends: new RequestEnds(limiter, events),
+      insurance,
+      observer:
+        options.onDecision || metrics
+          ? new DecisionObserver(options.onDecision, metrics, (where, error) =>
+              events.configError(where, error),
+            )
+          : undefined,
+      tracing,
+    };
+  }
+
+  /**
+   * The plan of the handler of `ctx`.
+   * @throws {RateLimitConfigError} when a policy conflicts with the module options
+   */
+  planOf(ctx: ExecutionContext): RoutePlan {
+    const controller = ctx.getClass();
+    const handler = ctx.getHandler();
+    const plan = this.plans.get(controller)?.get(handler);
+    return plan ?? this.compile(controller, handler);
+  }
+
+  /**
+   * The rules of one handler (see {@link RouteTable.routeOf}), its plan compiled.
+   * @throws {RateLimitConfigError} when a policy conflicts with the module options or needs
+   *   what the store lacks
+   */
+  routeOf(controller: Target, handler: Target): Route {
+    return (this.plans.get(controller)?.get(handler) ?? this.compile(controller, handler)).route;
+  }
+
+  /** See {@link RouteTable.knownPolicy}. */
+  knownPolicy(scope: string, name: string, algorithm: PolicyAlgorithm): Policy | undefined {
+    return this.routes.knownPolicy(scope, name, algorithm);
+  }
+
+  /** See {@link RouteTable.knownPolicies}. */
+  knownPolicies(): { scope: string; policy: Policy }[] {
+    return this.routes.knownPolicies();
+  }
+
+  /**
+   * The plan of policies declared outside any handler (WebSocket connection limits), named
+   * `name` in logs; compiled anew on each call: cache it.
+   */
+  planOfPolicies(name: string, declared: readonly DeclaredPolicy[]): RoutePlan {
+    return compile(this.routes.routeOfPolicies(name, declared), this.engine);
+  }
+
+  /** Stops what runs on timers (at shutdown). */
+  close(): void {
+    this.instances.stop();
+  }
+
+  private compile(controller: Target, handler: Target): RoutePlan {
+    const route = this.routes.routeOf(controller, handler);
+    unsupported(route, this.engine.limiter.store);
+    const plan = compile(route, this.engine);
+    let byHandler = this.plans.get(controller);
+    if (!byHandler) this.plans.set(controller, (byHandler = new Map()));
+    byHandler.set(handler, plan);
+    return plan;
+  }
+}
+
+/**
+ * Refuses, at bootstrap, a route whose policies need what the store lacks: `refund` for
+ * `count`, `release` for concurrency limits (a store of your own may leave them out).
+ * @throws {RateLimitConfigError} `ERR_RATE_LIMIT_OPTION`, naming the route and the method
+ */
+function unsupported(route: Route, store: RateLimitStore): void {
+  // Every step of the route: its policies, those that wait for its guards, and the address
+  // budgets spent before them (always refunded, as `count: 'failed'`).
+  const steps = [route, route.afterGuards, route.afterGuards?.unauthenticated];
+  const enforced = steps.flatMap((r) => r?.enforced ?? []);
+  const shadowed = steps.flatMap((r) => r?.shadowed ?? []);
+  const missing =
+    typeof store.release !== 'function' &&
+    [...enforced, ...shadowed].some((r) => r.policy?.algorithm === 'concurrency')
+      ? 'release'
+      : // Shadow policies never refund: they count in a call of their own.
+        typeof store.refund !== 'function' && enforced.some((r) => r.options.count !== undefined)
+        ? 'refund'
+        : undefined;
+  if (missing === undefined) return;
+  const what = missing === 'release' ? 'a concurrency limit' : 'count by outcome';
+  throw new RateLimitConfigError(
+    'ERR_RATE_LIMIT_OPTION',
+    `${what} needs a store that can ${missing}: implement RateLimitStore.${missing}`,
+    route.name,
+  );
+}

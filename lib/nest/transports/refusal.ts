@@ -1,0 +1,56 @@
+import {
+  quotaExceededProblem,
+  serviceUnavailableBody,
+  temporaryReducedCapacityProblem,
+  tooManyRequestsBody,
+  type ProblemDetails,
+  type ServiceUnavailableBody,
+  type TooManyRequestsBody,
+} from '../../http/responses.js';
+
+/**
+ * A refusal as the pipeline decides it, before any transport renders it (DESIGN §12): each
+ * transport's `refuse` formats it its own way (an HTTP body or RFC 9457 problem, a GraphQL
+ * error, a `WsException`, an `RpcException`).
+ */
+export interface Refusal {
+  /** 429: a policy refused (RFC 6585 §4); 503: a fail-closed policy's store is down. */
+  readonly status: 429 | 503;
+  /**
+   * The wait before a retry can be admitted, in **seconds** (`Retry-After`, RFC 9110
+   * §10.2.3; 1 for a 503). Undefined when the request can never be admitted (its cost
+   * exceeds a limit).
+   */
+  readonly retryAfter?: number;
+  /** The `errorMessage` option's message; undefined for the default of the status. */
+  readonly message?: string;
+  /** False (a policy's `exposeDetails: false`) keeps the wait out of every body. */
+  readonly exposeDetails: boolean;
+  /** Names of the policies that refused; empty for a 503. */
+  readonly policies: readonly string[];
+  /** `errorFormat: 'problem'`: HTTP answers with an RFC 9457 problem details body. */
+  readonly problem: boolean;
+}
+
+/** The Nest-style body of a refusal: `{ statusCode, error, message, retryAfter? }`. */
+export function refusalBody(refusal: Refusal): TooManyRequestsBody | ServiceUnavailableBody {
+  if (refusal.status === 503) return serviceUnavailableBody(refusal.message);
+  return tooManyRequestsBody(refusal.retryAfter, refusal);
+}
+
+/** The RFC 9457 body of a refusal, with draft-ietf-httpapi-ratelimit-headers' problem types. */
+export function refusalProblem(refusal: Refusal): ProblemDetails {
+  if (refusal.status === 503) return temporaryReducedCapacityProblem(refusal.message);
+  return quotaExceededProblem(refusal.retryAfter, [...refusal.policies], refusal);
+}
+
+/** The fields every non-HTTP transport sends: the body without `statusCode`, with `status`. */
+export function refusalFields(refusal: Refusal): {
+  status: 429 | 503;
+  error: 'Too Many Requests' | 'Service Unavailable';
+  message: string;
+  retryAfter?: number;
+} {
+  const { statusCode: status, ...rest } = refusalBody(refusal);
+  return { status, ...rest };
+}
