@@ -13,7 +13,7 @@ import { Redis } from 'ioredis';
 import { RateLimit, RateLimitConfigError, type RateLimitModuleOptions } from '../../lib/index.js';
 import { disconnect, startRedisServer, type RedisServerHandle } from '../harness/redis.js';
 import { thrown } from '../support/thrown.js';
-import { validateOptions } from '../../lib/nest/module/resources.js';
+import { validateOptions } from '../../lib/nest/module/validate-options.js';
 import { CapturingLogger, createApp, PLATFORMS, times, type AppHandle } from './support/app.js';
 
 const QUOTA_EXCEEDED = 'https://iana.org/assignments/http-problem-types#quota-exceeded';

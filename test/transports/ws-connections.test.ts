@@ -172,9 +172,10 @@ describe.each(WS_PLATFORMS)('Redis stopped, on %s', (platform) => {
       },
     });
     expect(await refused.closed).toEqual({ reason: CLOSED[platform][503] });
-    expect(logger.matching('rate_limit.backend_error')).toEqual([
-      expect.stringContaining('"route":"connection"'),
-    ]);
+    // One events object per module: the message handlers met this error kind just before
+    // (its line is written), so the connections' failures are counted into its next line
+    // rather than written again within 10 s.
+    expect(logger.matching('rate_limit.backend_error')).toEqual([]);
   });
 
   it('after a restart, limiting resumes by itself', async () => {
