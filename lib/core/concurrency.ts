@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { admitted, denied, type AlgorithmImpl } from './algorithms/types.js';
 import { quote, RateLimitConfigError } from './errors.js';
-import type { StoreOutcome, StorePolicy } from './stores/store.js';
+import type { Lease, StoreOutcome, StorePolicy } from './stores/store.js';
 
 /**
  * Concurrency limits (issue 15): at most `concurrent` requests of one identity in flight.
@@ -32,13 +32,8 @@ export const CONCURRENCY_RETRY_MS = 1000;
 /** The key tag (last part of the key) of a concurrency policy's leases. */
 export const CONCURRENCY_TAG = 'cc';
 
-/** One slot taken by an admitted request, to give back with `RateLimiter.release`. */
-export interface Lease {
-  /** The sorted set (Redis) or set (memory) of the policy's leases. */
-  readonly key: string;
-  /** The lease id: random, unique per request and policy. */
-  readonly id: string;
-}
+// Lease lives in stores/store.ts (the store's contract), re-exported here.
+export type { Lease } from './stores/store.js';
 
 /** A fresh lease id: 16 URL-safe characters (96 random bits). */
 export function newLeaseId(): string {

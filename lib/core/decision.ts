@@ -1,4 +1,4 @@
-import type { Lease } from './concurrency.js';
+import type { Lease } from './stores/store.js';
 
 /** Why a request was denied. */
 export type DenyReason = 'limit_exceeded' | 'cost_exceeds_limit';

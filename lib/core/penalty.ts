@@ -1,4 +1,4 @@
-import type { Outcome } from './algorithms/index.js';
+import type { Outcome } from './algorithms/types.js';
 import type { StorePolicy } from './stores/store.js';
 
 /**

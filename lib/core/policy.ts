@@ -7,18 +7,11 @@ import {
   parseRate,
   type RateInput,
 } from './rate.js';
+import type { Algorithm, PolicyAlgorithm } from './algorithms/types.js';
 
-/**
- * The four algorithms (DESIGN §4).
- * - `fixed-window`: a counter per window; the window starts at the identity's first
- *   admitted request and lasts one period.
- * - `sliding-window`: the weighted sum of the current and the previous epoch-aligned window.
- * - `token-bucket`: capacity `burst ?? limit`, refilled at `limit / periodMs` tokens per ms.
- * - `gcra`: the Generic Cell Rate Algorithm (ITU-T I.371): one theoretical arrival time
- *   (TAT) per identity; emission interval T = periodMs / limit, tolerance tau = burst × T.
- *   Decides exactly as `token-bucket` does, with other state.
- */
-export type Algorithm = 'fixed-window' | 'sliding-window' | 'token-bucket' | 'gcra';
+// The algorithm names (Algorithm, PolicyAlgorithm) live in algorithms/types.ts, a leaf module
+// the stores can import without this one; re-exported here.
+export type { Algorithm, PolicyAlgorithm } from './algorithms/types.js';
 
 export const ALGORITHMS: readonly Algorithm[] = [
   'fixed-window',
@@ -26,12 +19,6 @@ export const ALGORITHMS: readonly Algorithm[] = [
   'token-bucket',
   'gcra',
 ];
-
-/**
- * What a validated policy evaluates: one of the four algorithms, or `'concurrency'` for a
- * concurrency limit (see `concurrency.ts`), which users declare with `concurrent`.
- */
-export type PolicyAlgorithm = Algorithm | 'concurrency';
 
 /**
  * A policy as users write it: a rate (`{ rate: '100/m' }`), or a concurrency limit

@@ -1,6 +1,5 @@
-import type { Outcome, State } from './algorithms/index.js';
-import type { Algorithm, PolicyAlgorithm } from './policy.js';
-import type { StoreOutcome, StorePolicy } from './stores/store.js';
+import type { Outcome, PolicyAlgorithm, State } from './algorithms/types.js';
+import type { StoreOutcome, StorePolicy, StoreRefund } from './stores/store.js';
 
 /**
  * Refunds (`count: 'failed' | 'succeeded'`): a request spends when it is decided, and gets
@@ -18,23 +17,8 @@ import type { StoreOutcome, StorePolicy } from './stores/store.js';
  *   shrinks, as the current window or, once it is the previous one, as that.
  */
 
-/** One policy's refund, as a store applies it. */
-export interface StoreRefund {
-  /** The policy's state key (as consumed; all keys of one call share a hash tag). */
-  readonly key: string;
-  readonly algorithm: Algorithm;
-  readonly limit: number;
-  /** **ms**. */
-  readonly periodMs: number;
-  /** Units spent, to give back: an integer >= 1. */
-  readonly cost: number;
-  /**
-   * Where the request spent: the window's end (fixed window, ms), its index (sliding), or
-   * the TAT it left, in ms (token bucket, GCRA: on the store's clock; RedisStore, on the
-   * server clock, counts it on this process's clock, which only the elapsed time matters to).
-   */
-  readonly mark: number;
-}
+// StoreRefund lives in stores/store.ts (the store's contract), re-exported here.
+export type { StoreRefund } from './stores/store.js';
 
 /**
  * The mark of a state a request wrote (see {@link StoreRefund.mark}); for token bucket and

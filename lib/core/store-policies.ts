@@ -10,7 +10,7 @@ import {
   type Policy,
   type PolicyDecision,
 } from './policy.js';
-import type { LimitEntry } from './limiter.js';
+import type { LimitEntry } from './limiter-types.js';
 import type { StoreOutcome, StorePolicy } from './stores/store.js';
 
 /**

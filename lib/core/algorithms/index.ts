@@ -1,11 +1,10 @@
-import type { PolicyAlgorithm } from '../policy.js';
 import { concurrency } from '../concurrency.js';
 import { fixedWindow } from './fixed-window.js';
 import { gcra } from './gcra.js';
 import { slidingWindow } from './sliding-window.js';
 import { tokenBucket } from './token-bucket.js';
 import { blockedOutcome } from '../penalty.js';
-import type { AlgorithmImpl, AlgorithmParams, Outcome, State } from './types.js';
+import type { AlgorithmImpl, AlgorithmParams, Outcome, PolicyAlgorithm, State } from './types.js';
 
 export type { AlgorithmImpl, AlgorithmParams, Evaluate, Outcome, State } from './types.js';
 export { evaluateFixedWindow } from './fixed-window.js';

@@ -4,6 +4,24 @@
  * (used by RedisStore). The conformance suite runs both against the same expectations.
  */
 
+/**
+ * The four algorithms (DESIGN §4).
+ * - `fixed-window`: a counter per window; the window starts at the identity's first
+ *   admitted request and lasts one period.
+ * - `sliding-window`: the weighted sum of the current and the previous epoch-aligned window.
+ * - `token-bucket`: capacity `burst ?? limit`, refilled at `limit / periodMs` tokens per ms.
+ * - `gcra`: the Generic Cell Rate Algorithm (ITU-T I.371): one theoretical arrival time
+ *   (TAT) per identity; emission interval T = periodMs / limit, tolerance tau = burst × T.
+ *   Decides exactly as `token-bucket` does, with other state.
+ */
+export type Algorithm = 'fixed-window' | 'sliding-window' | 'token-bucket' | 'gcra';
+
+/**
+ * What a validated policy evaluates: one of the four algorithms, or `'concurrency'` for a
+ * concurrency limit (see `concurrency.ts`), which users declare with `concurrent`.
+ */
+export type PolicyAlgorithm = Algorithm | 'concurrency';
+
 /** What one evaluation needs. All integers; `periodMs` in milliseconds. */
 export interface AlgorithmParams {
   readonly limit: number;

@@ -1,6 +1,7 @@
-import type { PolicyAlgorithm } from '../policy.js';
-import type { Lease } from '../concurrency.js';
-import type { StoreRefund } from '../refund.js';
+import type { Algorithm, PolicyAlgorithm } from '../algorithms/types.js';
+
+// The store's contract: what a RateLimiter hands a store and gets back. It imports only the
+// algorithm names (a leaf module), so any module of the core can import it without a cycle.
 
 /**
  * One policy of a request, as a store evaluates it. Every `key` of one call shares the
@@ -50,6 +51,35 @@ export interface StoreOutcome {
    * a later {@link RateLimitStore.refund} (see `StoreRefund.mark`).
    */
   readonly mark?: number;
+}
+
+/** One policy's refund, as a store applies it (see `refund.ts`). */
+export interface StoreRefund {
+  /** The policy's state key (as consumed; all keys of one call share a hash tag). */
+  readonly key: string;
+  readonly algorithm: Algorithm;
+  readonly limit: number;
+  /** **ms**. */
+  readonly periodMs: number;
+  /** Units spent, to give back: an integer >= 1. */
+  readonly cost: number;
+  /**
+   * Where the request spent: the window's end (fixed window, ms), its index (sliding), or
+   * the TAT it left, in ms (token bucket, GCRA: on the store's clock; RedisStore, on the
+   * server clock, counts it on this process's clock, which only the elapsed time matters to).
+   */
+  readonly mark: number;
+}
+
+/**
+ * One slot taken by an admitted request (see `concurrency.ts`), to give back with
+ * `RateLimiter.release`.
+ */
+export interface Lease {
+  /** The sorted set (Redis) or set (memory) of the policy's leases. */
+  readonly key: string;
+  /** The lease id: random, unique per request and policy. */
+  readonly id: string;
 }
 
 /**

@@ -1,0 +1,83 @@
+// Dependency rules for lib/ (issue 21), checked by `npm run lint` (`npm run lint:deps`):
+// - no import cycles: no two files import each other in a circle, type imports included
+//   (`tsPreCompilationDeps`: `import type` and `export type ... from` count as edges);
+// - layers: core <- http <- nest. lib/core imports nothing else of lib, lib/http only
+//   lib/core, and neither imports a `@nestjs/*` package; lib/nest may import both.
+//   Planned folders: lib/client may import lib/http only; lib/throttler anything in lib.
+// Only lib/ is cruised (`depcruise lib`): node_modules is resolved but never read, and the
+// build output and the projects of their own are excluded should anyone cruise `.`.
+/** @type {import('dependency-cruiser').IConfiguration} */
+export default {
+  forbidden: [
+    {
+      name: 'no-circular',
+      severity: 'error',
+      comment:
+        'An import cycle (type imports count). Move the shared types to a leaf module, so ' +
+        'that the dependencies point one way.',
+      from: {
+        path: '^lib/',
+        // TODO(issue 21): remove once lib/nest is restructured (lib/nest has cycles today).
+        pathNot: '^lib/nest/',
+      },
+      to: { circular: true },
+    },
+    {
+      name: 'core-imports-only-core',
+      severity: 'error',
+      comment:
+        'lib/core is the bottom layer (core <- http <- nest): it imports nothing of lib ' +
+        'outside lib/core.',
+      from: { path: '^lib/core/' },
+      to: { path: '^lib/', pathNot: '^lib/core/' },
+    },
+    {
+      name: 'http-imports-only-core',
+      severity: 'error',
+      comment:
+        'lib/http sits on lib/core (core <- http <- nest): it imports nothing of lib but ' +
+        'lib/core and lib/http.',
+      from: { path: '^lib/http/' },
+      to: { path: '^lib/', pathNot: '^lib/(core|http)/' },
+    },
+    {
+      name: 'client-imports-only-http',
+      severity: 'error',
+      comment: 'lib/client imports nothing of lib but lib/http (its header parsing).',
+      from: { path: '^lib/client/' },
+      to: { path: '^lib/', pathNot: '^lib/(client|http)/' },
+    },
+    {
+      name: 'core-http-no-nestjs',
+      severity: 'error',
+      comment: 'lib/core and lib/http work without Nest: no @nestjs/* package (lib/nest only).',
+      from: { path: '^lib/(core|http)/' },
+      // Resolved (node_modules/@nestjs/...) or not (@nestjs/...).
+      to: { path: '(^|/)@nestjs/' },
+    },
+    {
+      name: 'no-unresolvable',
+      severity: 'error',
+      comment:
+        'An import the cruiser cannot resolve is an edge it cannot see: a cycle or a layer ' +
+        'breach through it would go unnoticed.',
+      from: { path: '^lib/' },
+      to: { couldNotResolve: true },
+    },
+  ],
+  options: {
+    doNotFollow: { path: 'node_modules' },
+    exclude: {
+      path: '^(dist|dist-sample|coverage|bench/(node_modules|dist)|test/consumers|\\.nest1[01])/',
+    },
+    // Type-only imports are edges too.
+    tsPreCompilationDeps: true,
+    // NodeNext resolution: `./x.js` in a source file is `./x.ts`.
+    tsConfig: { fileName: 'tsconfig.json' },
+    enhancedResolveOptions: {
+      exportsFields: ['exports'],
+      conditionNames: ['import', 'require', 'node', 'default', 'types'],
+      mainFields: ['module', 'main', 'types', 'typings'],
+    },
+  },
+};
