@@ -255,3 +255,82 @@ describe('connection limits with the allow-list and an enabled function', () => 
     flag = 'on';
   });
 });
+
+/** `x-store-failure: local | closed` asks for that failure mode; without it, the module's. */
+@WebSocketGateway()
+class StoreFailureGateway implements OnGatewayConnection {
+  constructor(@Inject(RateLimitService) private readonly limits: RateLimitService) {}
+
+  async handleConnection(client: Client, request?: IncomingMessage) {
+    const mode = (client.handshake?.headers ?? request?.headers)?.['x-store-failure'];
+    await this.limits.limitConnection(client, '2/m', {
+      request,
+      scope: `lobby-${String(mode ?? 'module')}`,
+      ...((mode === 'local' || mode === 'closed') && { onStoreFailure: mode }),
+    });
+  }
+
+  @SubscribeMessage('hello')
+  hello() {
+    return { event: 'welcome', data: 'hi' };
+  }
+}
+
+describe.each(WS_PLATFORMS)('connection limits while Redis is down, on %s', (platform) => {
+  let server: RedisServerHandle;
+  let h: WsAppHandle;
+  beforeAll(async () => {
+    server = await startRedisServer();
+    // The module's failure mode is closed; a connection limit may name its own, as a route's
+    // policy does.
+    h = await createWsApp(
+      platform,
+      { redis: server.url, timeoutMs: 100, instances: 1, onStoreFailure: 'closed' },
+      [StoreFailureGateway],
+    );
+    await server.kill();
+  });
+  afterAll(async () => {
+    await h?.close();
+    await server?.kill();
+  });
+
+  const connect = (mode?: string) =>
+    h.connect({ headers: mode === undefined ? {} : { 'x-store-failure': mode } });
+
+  it("onStoreFailure: 'local' enforces the limit in memory: 2 admitted, the 3rd told the wait", async () => {
+    for (let i = 0; i < 2; i++)
+      expect(await (await connect('local')).send('hello')).toEqual(WELCOME);
+    const third = await connect('local');
+    const refused = (await third.next()) as {
+      event: string;
+      data: { status: number; retryAfter: number };
+    };
+    expect(refused.event).toBe('exception');
+    expect(refused.data.status).toBe(429);
+    // The local share of 2/m is 2 with one instance: the next token comes within 30 s.
+    expect(refused.data.retryAfter).toBeGreaterThanOrEqual(29);
+    expect(refused.data.retryAfter).toBeLessThanOrEqual(30);
+    expect(await third.closed).toEqual({ reason: CLOSED[platform][429] });
+  });
+
+  it("the module's onStoreFailure: 'closed' applies to connection limits: refused with 503", async () => {
+    const refused = await connect();
+    expect(await refused.next()).toEqual({
+      event: 'exception',
+      data: {
+        status: 503,
+        error: 'Service Unavailable',
+        message: 'Rate limiting is unavailable; retry shortly',
+        retryAfter: 1,
+      },
+    });
+    expect(await refused.closed).toEqual({ reason: CLOSED[platform][503] });
+  });
+
+  it("onStoreFailure: 'closed' on the call refuses with 503 too", async () => {
+    const refused = await connect('closed');
+    expect(((await refused.next()) as { data: { status: number } }).data.status).toBe(503);
+    expect(await refused.closed).toEqual({ reason: CLOSED[platform][503] });
+  });
+});

@@ -5,11 +5,7 @@ import { checkCost, type Algorithm, type Policy } from '../../core/policy.js';
 import { parseRate, type RateInput } from '../../core/rate.js';
 import type { KeyFn } from './keys.js';
 import { RateLimitSettleInterceptor } from '../pipeline/settle.interceptor.js';
-import {
-  NEST_METADATA,
-  RATE_LIMIT_METADATA,
-  SKIP_RATE_LIMIT_METADATA,
-} from './metadata.js';
+import { NEST_METADATA, RATE_LIMIT_METADATA, SKIP_RATE_LIMIT_METADATA } from './metadata.js';
 
 /**
  * A rate chosen per request (plans, tiers): see {@link byTier}. `rateLimitContext(ctx)`
@@ -157,7 +153,6 @@ export function ConcurrencyLimit(
   };
 }
 
-
 /** Adds a declared policy to a class or handler, and the interceptor it needs. */
 function addPolicy(
   target: object,
@@ -180,7 +175,8 @@ function addPolicy(
   // Slots and outcomes end with the handler's result where no response tells (GraphQL,
   // WebSocket, RPC): only these handlers get the interceptor that watches it.
   const concurrent = declared.policy?.algorithm === 'concurrency';
-  const interceptors = (Reflect.getOwnMetadata(NEST_METADATA.interceptors, holder) ?? []) as unknown[];
+  const interceptors = (Reflect.getOwnMetadata(NEST_METADATA.interceptors, holder) ??
+    []) as unknown[];
   if (
     (concurrent || declared.options.count) &&
     !interceptors.includes(RateLimitSettleInterceptor)

@@ -1,7 +1,6 @@
 import type { UnenforcedDetail } from '../observability/events.js';
 import { NEST_METADATA, RATE_LIMIT_METADATA } from '../declare/metadata.js';
 
-
 /** The root operation types: Nest guards their resolvers always, other fields only on request. */
 const ROOT_TYPES = new Set(['Query', 'Mutation', 'Subscription']);
 

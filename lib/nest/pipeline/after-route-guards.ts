@@ -17,7 +17,6 @@ import { NEST_METADATA } from '../declare/metadata.js';
  * limited per user, each their own budget.
  */
 
-
 /** Marks the guards of this package (and subclasses): not the route's own guards. */
 export const RATE_LIMIT_GUARD = Symbol.for('nest-rate-limit:guard');
 
@@ -62,7 +61,8 @@ export const AFTER_ROUTE_GUARDS: CanActivate = {
  * builds its routes (which read the guards then), from a provider of the module.
  */
 export function appendAfterRouteGuards(handler: object): void {
-  const guards = (Reflect.getOwnMetadata(NEST_METADATA.guards, handler) as unknown[] | undefined) ?? [];
+  const guards =
+    (Reflect.getOwnMetadata(NEST_METADATA.guards, handler) as unknown[] | undefined) ?? [];
   if (guards.includes(AFTER_ROUTE_GUARDS)) return;
   Reflect.defineMetadata(NEST_METADATA.guards, [...guards, AFTER_ROUTE_GUARDS], handler);
 }

@@ -281,7 +281,6 @@ function hasOwnGuards(controller: Target, handler: Target): boolean {
   return [...own(controller), ...own(handler)].some((guard) => !isRateLimitGuard(guard));
 }
 
-
 /** A controller class and its base classes, the base first. */
 function classChain(controller: Target): Target[] {
   const chain: Target[] = [];
