@@ -1,7 +1,7 @@
 import type { ExecutionContext } from '@nestjs/common';
 import type { RequestLike } from '../../http/ip.js';
 import type { Trace } from '../observability/observer.js';
-import type { Route } from '../plan/routes.js';
+import type { Route } from '../plan/rules.js';
 import type { Transport } from '../transports/transport.js';
 import type { IdentityOf } from './identify.js';
 import type { RequestOutcome } from './outcome.js';

@@ -2,7 +2,7 @@ import { performance } from 'node:perf_hooks';
 import { RateLimitBackendError } from '../../core/errors.js';
 import type { Decision } from '../../core/policy.js';
 import type { Trace } from '../observability/observer.js';
-import type { Route } from '../plan/routes.js';
+import type { Route } from '../plan/rules.js';
 import type { Engine } from './engine.js';
 import type { Entries, Entry } from './entries.js';
 import type { RequestOutcome } from './outcome.js';

@@ -5,7 +5,7 @@ import type { RateInput } from '../../core/rate.js';
 import type { RateLimitEvents } from '../observability/events.js';
 import type { IdentityOf } from './identify.js';
 import type { RateLimitModuleOptions } from '../module/options.js';
-import type { Route, Rule } from '../plan/routes.js';
+import type { Route, Rule } from '../plan/rules.js';
 
 /** A rule and what it asks of the store for one request. */
 export type Entry = { rule: Rule; entry: LimitEntry };

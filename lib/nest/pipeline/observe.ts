@@ -1,5 +1,5 @@
 import type { Trace } from '../observability/observer.js';
-import type { Route } from '../plan/routes.js';
+import type { Route } from '../plan/rules.js';
 import type { Decide } from './call.js';
 import type { Engine } from './engine.js';
 

@@ -2,7 +2,7 @@ import type { Lease } from '../../core/concurrency.js';
 import type { RateLimiter, Spending } from '../../core/limiter.js';
 import type { RateLimitEvents } from '../observability/events.js';
 import type { RequestOutcome } from './outcome.js';
-import type { Rule } from '../plan/routes.js';
+import type { Rule } from '../plan/rules.js';
 
 /**
  * What happens when a request ends: `count` policies get back what the outcome says should

@@ -8,7 +8,7 @@ import {
 } from '../../http/headers.js';
 import { hashIdentity, type RateLimitEvents } from '../observability/events.js';
 import type { RateLimitModuleOptions } from '../module/options.js';
-import type { Rule } from '../plan/routes.js';
+import type { Rule } from '../plan/rules.js';
 import type { Entry } from './entries.js';
 import { NO_LIMIT, type RequestOutcome } from './outcome.js';
 

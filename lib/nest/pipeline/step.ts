@@ -1,6 +1,6 @@
 import type { ExecutionContext } from '@nestjs/common';
 import type { Trace } from '../observability/observer.js';
-import type { Route } from '../plan/routes.js';
+import type { Route } from '../plan/rules.js';
 import type { Engine } from './engine.js';
 import type { Entries } from './entries.js';
 import { enforce } from './enforce.js';

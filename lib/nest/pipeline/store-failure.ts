@@ -1,4 +1,4 @@
-import type { Route } from '../plan/routes.js';
+import type { Route } from '../plan/rules.js';
 import type { Engine } from './engine.js';
 import type { Entry } from './entries.js';
 import type { RequestOutcome } from './outcome.js';

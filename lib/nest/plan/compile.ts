@@ -6,7 +6,7 @@ import type { IdentityOf } from '../pipeline/identify.js';
 import { observed } from '../pipeline/observe.js';
 import { NO_LIMIT, type RequestOutcome } from '../pipeline/outcome.js';
 import { decideInStages } from '../pipeline/step.js';
-import type { Route } from './routes.js';
+import type { Route } from './rules.js';
 
 const ADMITTED: Promise<RequestOutcome> = Promise.resolve(NO_LIMIT);
 const NOTHING: Decide = () => ADMITTED;

@@ -2,66 +2,28 @@ import type { Policy, PolicyAlgorithm } from '../../core/policy.js';
 import {
   declare,
   ROUTE_SCOPE,
-  type CostFn,
   type DeclaredPolicy,
-  type RateFn,
   type RateLimitOptions,
 } from '../declare/decorators.js';
 import { isRateLimitGuard } from '../pipeline/after-route-guards.js';
-import { keys, needsUser, type KeyFn } from '../declare/keys.js';
+import { keys, needsUser } from '../declare/keys.js';
 import { declareDefaults } from '../declare/defaults.js';
 import type { RateLimitModuleOptions, StoreFailureMode } from '../module/options.js';
+import {
+  isConcurrency,
+  routeOfRules,
+  unauthenticatedRule,
+  type Route,
+  type Rule,
+  type Target,
+} from './rules.js';
+
+export type { Route, Rule, Target };
 import {
   NEST_METADATA,
   RATE_LIMIT_METADATA,
   SKIP_RATE_LIMIT_METADATA,
 } from '../declare/metadata.js';
-
-/** A controller class or a handler method: what Nest's reflection reads metadata from. */
-export type Target = { readonly name: string };
-
-/** One policy as it applies to one route, with every default filled in. */
-export interface Rule {
-  readonly name: string;
-  readonly policy?: Policy;
-  readonly rateFn?: RateFn;
-  readonly options: RateLimitOptions;
-  readonly scope: string;
-  readonly key: KeyFn;
-  readonly cost: number | CostFn;
-  /** `onStoreFailure === 'closed'`. */
-  readonly failClosed: boolean;
-  /** What this policy does while the store fails (defaults resolved). */
-  readonly onStoreFailure: StoreFailureMode;
-  readonly shadow: boolean;
-  readonly headers: boolean;
-  readonly exposeDetails: boolean;
-  readonly where: string;
-}
-
-/** The rules of one route, split once by mode. */
-export interface Route {
-  /** `Controller.handler`, for logs. */
-  readonly name: string;
-  readonly enforced: readonly Rule[];
-  readonly shadowed: readonly Rule[];
-  /** Every enforced rule has a fixed policy and cost: nothing to await but its identity. */
-  readonly fixed: boolean;
-  /** Some enforced rule counts by outcome (`count`): its requests are settled once answered. */
-  readonly counting: boolean;
-  /**
-   * The rules whose key needs the authenticated user, on a route with guards of its own:
-   * decided after those guards have run (see `after-guards.ts`); the rules above
-   * are decided first, by the global guard. Undefined when everything is decided first.
-   */
-  readonly afterGuards?: Route;
-  /**
-   * On {@link Route.afterGuards}: the same policies as budgets of the client's address for
-   * requests the route's guards refuse (failed authentication), in scopes of their own
-   * (`<scope>/unauthenticated`), so that they never spend an address's anonymous budget.
-   */
-  readonly unauthenticated?: Route;
-}
 
 const SCOPE_UNSAFE = /[^A-Za-z0-9_.\-/]/g;
 
@@ -242,34 +204,6 @@ export class RouteTable {
 }
 
 /**
- * A policy as the budget of an address's requests that the route's guards refuse: spent
- * before the guards run and given back when they admit (counted as `count: 'failed'`, so
- * requests in flight together all count); no user yet, so a cost function (which may read
- * the user) counts 1; never fail-closed (a store outage must not refuse the users those
- * guards would admit).
- */
-function unauthenticatedRule(rule: Rule): Rule {
-  return {
-    ...rule,
-    options: { ...rule.options, count: 'failed', failed: undefined },
-    scope: `${rule.scope.slice(0, 112)}/unauthenticated`,
-    cost: typeof rule.cost === 'number' ? rule.cost : 1,
-    failClosed: false,
-  };
-}
-
-function routeOfRules(name: string, rules: readonly Rule[]): Route {
-  const enforced = rules.filter((r) => !r.shadow);
-  return {
-    name,
-    enforced,
-    shadowed: rules.filter((r) => r.shadow),
-    fixed: enforced.every((r) => r.policy !== undefined && typeof r.cost === 'number'),
-    counting: enforced.some((r) => r.options.count !== undefined),
-  };
-}
-
-/**
  * Whether the handler is an HTTP route with guards of its own (`@UseGuards` on the
  * controller, its base classes or the handler), which Nest runs after the global ones:
  * authentication, usually. Ours do not count.
@@ -292,10 +226,6 @@ function classChain(controller: Target): Target[] {
     chain.unshift(c as Target);
   }
   return chain;
-}
-
-function isConcurrency(policy: Policy | undefined): boolean {
-  return policy?.algorithm === 'concurrency';
 }
 
 function knownId(scope: string, name: string, algorithm: PolicyAlgorithm): string {

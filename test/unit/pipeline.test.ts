@@ -1,14 +1,15 @@
 /**
- * Observation (`onDecision`, metrics, a span) wraps a route's stages and no longer takes its
- * requests off the fast path (issue 21): the plan runs the same stages with or without it,
- * and an observed request makes no more promises than an unobserved one but the one that
- * reports it. Before, observing sent every request down the general path: async functions
- * and several extra promises per request.
+ * The request pipeline compiled per route (DESIGN §12, issue 21): each route's plan lists the
+ * stages it runs; observation (`onDecision`, metrics, a span) wraps them and no longer takes
+ * a request off the fast path (an observed request makes no more promises than an unobserved
+ * one but the one that reports it; before, observing sent every request down the general
+ * path, with async functions and several more promises per request); and a module has one
+ * events object, shared by every part that logs.
  */
 import 'reflect-metadata';
 import { createHook } from 'node:async_hooks';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { Controller, Get } from '@nestjs/common';
+import { Controller, Get, UseGuards, type CanActivate } from '@nestjs/common';
 import { ExecutionContextHost } from '@nestjs/core/helpers/execution-context-host.js';
 import { Test } from '@nestjs/testing';
 import {
@@ -19,12 +20,31 @@ import {
   type RateLimitModuleOptions,
 } from '../../lib/index.js';
 import { RoutePlanner } from '../../lib/nest/plan/planner.js';
+import { RateLimitEvents } from '../../lib/nest/observability/events.js';
+import { RateLimitService, keys } from '../../lib/index.js';
+
+const AUTH: CanActivate = { canActivate: () => true };
 
 @Controller()
 class ItemsController {
   @Get('items')
   @RateLimit('1000/m')
   items() {
+    return 'ok';
+  }
+
+  @Get('mine')
+  @UseGuards(AUTH)
+  @RateLimit('10/m', { name: 'address', key: keys.ip })
+  @RateLimit('100/m', { name: 'user', key: keys.user() })
+  mine() {
+    return 'ok';
+  }
+
+  @Get('search')
+  @RateLimit('60/m', { cost: () => 2 })
+  @RateLimit('600/m', { name: 'trial', shadow: true })
+  search() {
     return 'ok';
   }
 }
@@ -38,15 +58,11 @@ async function guardOf(options: RateLimitModuleOptions) {
   return { moduleRef, guard: moduleRef.get(RateLimitGuard), planner: moduleRef.get(RoutePlanner) };
 }
 
-/** An HTTP call of `ItemsController.items` from one address. */
-function callOf(): ExecutionContextHost {
+/** An HTTP call of a handler of `ItemsController` from one address. */
+function callOf(handler: () => string = ItemsController.prototype.items): ExecutionContextHost {
   const request = { ip: '192.0.2.7', headers: {}, socket: { remoteAddress: '192.0.2.7' } };
   const response = { setHeader: () => undefined };
-  const ctx = new ExecutionContextHost(
-    [request, response],
-    ItemsController,
-    ItemsController.prototype.items,
-  );
+  const ctx = new ExecutionContextHost([request, response], ItemsController, handler);
   ctx.setType('http');
   return ctx;
 }
@@ -108,5 +124,57 @@ describe('observation stays on the fast path', () => {
       cost: 1,
       policies: [expect.objectContaining({ name: 'default', limit: 1000, remaining: 998 })],
     });
+  });
+});
+
+describe('the stages of a plan are chosen per route', () => {
+  let app: Awaited<ReturnType<typeof guardOf>>;
+  beforeAll(async () => {
+    app = await guardOf({});
+  });
+  afterAll(() => app?.moduleRef.close());
+
+  it('a cost function and a shadow policy add the shadow stage; the path is the general one', () => {
+    expect(app.planner.planOf(callOf(ItemsController.prototype.search)).stages).toEqual([
+      'gate',
+      'identify',
+      'entries',
+      'enforce',
+      'store-failure',
+      'shadow',
+      'shape',
+      'deliver',
+    ]);
+  });
+
+  it('a route with guards of its own defers its per-user policy behind them', () => {
+    const plan = app.planner.planOf(callOf(ItemsController.prototype.mine));
+    expect(plan.stages).toEqual([
+      'gate',
+      'identify',
+      'entries',
+      'enforce',
+      'store-failure',
+      'shape',
+      'deliver',
+      'defer',
+      'identify',
+      'entries',
+      'enforce',
+      'store-failure',
+      'shape',
+      'deliver',
+    ]);
+    expect(plan.route.enforced.map((r) => r.name)).toEqual(['address']);
+    expect(plan.route.afterGuards?.enforced.map((r) => r.name)).toEqual(['user']);
+    expect(plan.deferred).toBeDefined();
+  });
+
+  it('one events object serves the module: the planner, the guard and the service log through it', () => {
+    const events = app.moduleRef.get(RateLimitEvents);
+    expect(events).toBeInstanceOf(RateLimitEvents);
+    expect(app.planner.events).toBe(events);
+    expect(app.planner.engine.events).toBe(events);
+    expect(app.moduleRef.get(RateLimitService)).toBeInstanceOf(RateLimitService);
   });
 });

@@ -1,0 +1,83 @@
+import type { Policy } from '../../core/policy.js';
+import type { CostFn, RateFn, RateLimitOptions, StoreFailureMode } from '../declare/decorators.js';
+import type { KeyFn } from '../declare/keys.js';
+
+/** A controller class or a handler method: what Nest's reflection reads metadata from. */
+export type Target = { readonly name: string };
+
+/** One policy as it applies to one route, with every default filled in. */
+export interface Rule {
+  readonly name: string;
+  readonly policy?: Policy;
+  readonly rateFn?: RateFn;
+  readonly options: RateLimitOptions;
+  readonly scope: string;
+  readonly key: KeyFn;
+  readonly cost: number | CostFn;
+  /** `onStoreFailure === 'closed'`. */
+  readonly failClosed: boolean;
+  /** What this policy does while the store fails (defaults resolved). */
+  readonly onStoreFailure: StoreFailureMode;
+  readonly shadow: boolean;
+  readonly headers: boolean;
+  readonly exposeDetails: boolean;
+  readonly where: string;
+}
+
+/** The rules of one route, split once by mode. */
+export interface Route {
+  /** `Controller.handler`, for logs. */
+  readonly name: string;
+  readonly enforced: readonly Rule[];
+  readonly shadowed: readonly Rule[];
+  /** Every enforced rule has a fixed policy and cost: nothing to await but its identity. */
+  readonly fixed: boolean;
+  /** Some enforced rule counts by outcome (`count`): its requests are settled once answered. */
+  readonly counting: boolean;
+  /**
+   * The rules whose key needs the authenticated user, on a route with guards of its own:
+   * decided after those guards have run (see `pipeline/after-route-guards.ts`); the rules above
+   * are decided first, by the global guard. Undefined when everything is decided first.
+   */
+  readonly afterGuards?: Route;
+  /**
+   * On {@link Route.afterGuards}: the same policies as budgets of the client's address for
+   * requests the route's guards refuse (failed authentication), in scopes of their own
+   * (`<scope>/unauthenticated`), so that they never spend an address's anonymous budget.
+   */
+  readonly unauthenticated?: Route;
+}
+
+/**
+ * A policy as the budget of an address's requests that the route's guards refuse: spent
+ * before the guards run and given back when they admit (counted as `count: 'failed'`, so
+ * requests in flight together all count); no user yet, so a cost function (which may read
+ * the user) counts 1; never fail-closed (a store outage must not refuse the users those
+ * guards would admit).
+ */
+export function unauthenticatedRule(rule: Rule): Rule {
+  return {
+    ...rule,
+    options: { ...rule.options, count: 'failed', failed: undefined },
+    scope: `${rule.scope.slice(0, 112)}/unauthenticated`,
+    cost: typeof rule.cost === 'number' ? rule.cost : 1,
+    failClosed: false,
+  };
+}
+
+/** The rules of a route, split by mode. */
+export function routeOfRules(name: string, rules: readonly Rule[]): Route {
+  const enforced = rules.filter((r) => !r.shadow);
+  return {
+    name,
+    enforced,
+    shadowed: rules.filter((r) => r.shadow),
+    fixed: enforced.every((r) => r.policy !== undefined && typeof r.cost === 'number'),
+    counting: enforced.some((r) => r.options.count !== undefined),
+  };
+}
+
+/** A concurrency limit: slots in flight, not a rate. */
+export function isConcurrency(policy: Policy | undefined): boolean {
+  return policy?.algorithm === 'concurrency';
+}
