@@ -1,19 +1,13 @@
 import { RateLimitConfigError } from './errors.js';
 import { inspectedOf, type InspectedPolicy, type InspectOptions } from './inspect.js';
 import { checkPrefix, identityKeyPrefix } from './keys.js';
-import { checkCost, checkScope, type Decision, type Policy, type PolicyInput } from './policy.js';
+import { checkScope, type Decision, type Policy, type PolicyInput } from './policy.js';
 import { CircuitBreaker, type CircuitState } from './circuit-breaker.js';
-import { leasesOf, slotRefused, type Lease } from './concurrency.js';
-import { DenyCache, signatureOf } from './deny-cache.js';
+import type { Lease } from './concurrency.js';
+import { consumeCall } from './consume-call.js';
+import { DenyCache } from './deny-cache.js';
 import { boundedCall, checkTimeoutMs } from './store-call.js';
-import {
-  abandonLeases,
-  refundCall,
-  releaseCall,
-  spendingOf,
-  type CallBounds,
-} from './request-end-calls.js';
-import { decisionOf, storePoliciesOf } from './store-policies.js';
+import { refundCall, releaseCall, spendingOf, type CallBounds } from './request-end-calls.js';
 import type {
   ConsumeOptions,
   LimitEntry,
@@ -238,67 +232,16 @@ export class RateLimiter {
     peek: boolean,
     spent?: (policies: readonly StorePolicy[], outcomes: readonly StoreOutcome[]) => void,
   ): Promise<Decision> {
-    const { cost = 1, scope = 'global' } = options;
-    const policies: Policy[] = [];
-    let storePolicies: StorePolicy[];
-    try {
-      checkCost(cost, undefined, undefined);
-      checkScope(scope);
-      storePolicies = storePoliciesOf(
-        this.prefix,
-        entries,
-        scope,
-        cost,
-        peek,
-        policies,
-        spent !== undefined,
-      );
-    } catch (error) {
-      return Promise.reject(error as Error);
-    }
-    const cache = peek || options.denyCache === false ? undefined : this.denials;
-    // While the cache remembers no refusal (the usual case), no signature to build per request.
-    let signature: string | undefined;
-    if (cache !== undefined && cache.size !== 0) {
-      signature = signatureOf(storePolicies);
-      const remembered = cache.get(signature);
-      if (remembered) return Promise.resolve(remembered);
-    }
-    // No async function here: each would add a promise and a turn of the microtask queue
-    // to every request.
-    // Whether the call reached the store (not refused by an open breaker): only then can it
-    // have taken slots that need giving back.
-    let sent = false;
-    const consume = () => {
-      sent = true;
-      return this.store.consume(storePolicies);
-    };
-    return boundedCall(consume, this.timeoutMs, this.breaker).then(
-      (outcomes) => {
-        spent?.(storePolicies, outcomes);
-        let decision = decisionOf(policies, outcomes);
-        const leases = decision.allowed ? leasesOf(storePolicies, outcomes) : undefined;
-        if (leases) decision = { ...decision, leases };
-        // On Cluster, identities are committed one after the other: a later one's refusal
-        // leaves the slots an earlier one took. Given back at once, not after their lease.
-        else if (!decision.allowed && entries.some((e) => e.identity !== entries[0]!.identity))
-          abandonLeases(this.store, storePolicies);
-        if (cache && !decision.allowed && !slotRefused(storePolicies, outcomes)) {
-          cache.remember(
-            signature ?? signatureOf(storePolicies),
-            decision,
-            entries.map((e) => identityKeyPrefix(this.prefix, e.identity)),
-          );
-        }
-        return decision;
-      },
-      (error: unknown) => {
-        // A call that timed out may still run in Redis and take its slots, with no one left
-        // to give them back: released now (after it, on the same connection), not after
-        // their lease.
-        if (sent) abandonLeases(this.store, storePolicies);
-        throw error;
-      },
+    return consumeCall(
+      this.store,
+      this.prefix,
+      this.timeoutMs,
+      this.breaker,
+      this.denials,
+      entries,
+      options,
+      peek,
+      spent,
     );
   }
 }

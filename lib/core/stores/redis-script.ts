@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { fixedWindow } from '../algorithms/fixed-window.js';
 import { slidingWindow } from '../algorithms/sliding-window.js';
+import { CONTROL_LUA } from './redis-control-script.js';
 import { LEASE_LUA } from './redis-lease-script.js';
 
 /**
@@ -37,12 +38,10 @@ import { LEASE_LUA } from './redis-lease-script.js';
  * - concurrency limits: the leases held and the ms until the last one expires;
  * - then, only when a control hash applied to some policy, one string per policy: `x` when
  *   the identity is exempt (nothing spent, admitted), `L:P:C` for the limit, periodMs and
- *   capacity of an override in force, or '' for none. An override field of the hash is
- *   `o:<scope|*>:<name|*>` = `<untilMs>:<limit>:<periodMs>:<burst|0>`, the exemption
- *   `exempt` = `<untilMs>`, both on the server clock; the most specific field in force wins.
- *   Under an override, every algorithm keeps its state in `<key>:o<untilMs>` (same slot),
- *   which expires no later than the override; token bucket and GCRA then keep their debt
- *   in the value, as on a test clock.
+ *   capacity of an override in force, or '' for none (the hash's fields: see
+ *   {@link CONTROL_LUA}). Under an override, every algorithm keeps its state in
+ *   `<key>:o<untilMs>` (same slot), which expires no later than the override; token bucket
+ *   and GCRA then keep their debt in the value, as on a test clock.
  *
  * Token bucket and GCRA are one debt (`C·P - scaledTokens` = `(TAT - now)·L`; see gcra.ts),
  * kept in the key's **expiry**: the key expires at the TAT rounded up to the ms, and its
@@ -110,66 +109,7 @@ for i = 1, n do
     j = j + 3
   end
   local spends = cost > 0
-  if code < 0 then
-    code = -code
-    -- The identity's control hash (overrides, exemption), read once per identity. It is
-    -- not declared in KEYS: it shares the policy key's hash tag, hence its slot, and a
-    -- declared key that rarely exists would turn every call during a Cluster slot
-    -- migration into TRYAGAIN. While the slot migrates, the read may fail (pcall): the
-    -- limits then apply without overrides for those seconds.
-    local ck = string.sub(key, 1, string.find(key, '}', 1, true)) .. ':ctl'
-    ctls = ctls or {}
-    local f = ctls[ck]
-    if f == nil then
-      local raw = redis.pcall('HGETALL', ck)
-      f = false
-      if raw[1] then
-        f = {}
-        for k = 1, #raw, 2 do f[raw[k]] = raw[k + 1] end
-      end
-      ctls[ck] = f
-    end
-    if f then
-      if not now then
-        local t = redis.call('TIME')
-        now = t[1] * 1000 + floor(t[2] / 1000)
-      end
-      local effect = ''
-      local e = f.exempt and string.match(f.exempt, '^%d+$') and tonumber(f.exempt)
-      if e and e > now and e <= 9007199254740991 then
-        cost, effect = 0, 'x'
-      elseif code ~= 5 then
-        local b = string.find(key, '}', 1, true)
-        local s1 = string.find(key, ':', b + 2, true)
-        local s2 = string.find(key, ':', s1 + 1, true)
-        local scope, name = string.sub(key, b + 2, s1 - 1), string.sub(key, s1 + 1, s2 - 1)
-        for _, field in ipairs({ scope .. ':' .. name, scope .. ':*', '*:' .. name, '*:*' }) do
-          local o = f['o:' .. field]
-          local u, ol, op, ob
-          if o and #o <= 64 then u, ol, op, ob = string.match(o, '^(%d+):(%d+):(%d+):(%d+)$') end
-          if u then
-            u, ol, op, ob = tonumber(u), tonumber(ol), tonumber(op), tonumber(ob)
-            if ob == 0 or code < 3 then ob = ol end
-          end
-          -- The same bounds as the TypeScript side (limit × period <= 2^50): a hand-written
-          -- field outside them is ignored rather than misread.
-          if u and u > now and u <= 9007199254740991 and ol > 0 and op > 0 and ol * op <= 1125899906842624
-            and ob * op <= 1125899906842624 then
-            L, P, C = ol, op, ob
-            effect = fmt('%d:%d:%d', L, P, C)
-            -- State made at one rate means nothing at another (a debt in time, a window end or
-            -- index): each override runs on state of its own, starting afresh.
-            key = key .. ':o' .. fmt('%d', u)
-            ou = u
-            break
-          end
-        end
-      end
-      effects = effects or {}
-      effects[i] = effect
-      lifted = effect ~= ''
-    end
-  end
+  ${CONTROL_LUA.trim().replace(/\n/g, '\n  ')}
   if code == 5 then
     if not now then
       local tm = redis.call('TIME')

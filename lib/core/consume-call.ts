@@ -1,0 +1,99 @@
+import type { CircuitBreaker } from './circuit-breaker.js';
+import { leasesOf, slotRefused } from './concurrency.js';
+import { signatureOf, type DenyCache } from './deny-cache.js';
+import { identityKeyPrefix } from './keys.js';
+import type { ConsumeOptions, LimitEntry } from './limiter-types.js';
+import { checkCost, checkScope, type Decision, type Policy } from './policy.js';
+import { abandonLeases } from './request-end-calls.js';
+import { boundedCall } from './store-call.js';
+import { decisionOf, storePoliciesOf } from './store-policies.js';
+import type { RateLimitStore, StoreOutcome, StorePolicy } from './stores/store.js';
+
+// How a request is decided (see RateLimiter.consume, consumeEach, spend and peek): apart from
+// the limiter, which holds the settings and the operator's calls.
+
+/**
+ * Decides `entries` in one bounded store call (none when the deny cache remembers the
+ * refusal), and leaves nothing behind: slots taken for a request that is refused or
+ * whose call failed are given back, a denial is remembered.
+ *
+ * @param peek spend nothing and write nothing (cost 0), and skip the deny cache
+ * @param spent called with what the store answered, before the decision is made from it
+ * @throws {RateLimitConfigError} for an invalid policy, cost or scope (as a rejection)
+ * @throws {RateLimitBackendError} when the store fails, exceeds `timeoutMs`, or the
+ *   circuit breaker is open (as a rejection)
+ */
+export function consumeCall(
+  store: RateLimitStore,
+  prefix: string,
+  timeoutMs: number,
+  breaker: CircuitBreaker | undefined,
+  denials: DenyCache | undefined,
+  entries: readonly LimitEntry[],
+  options: ConsumeOptions,
+  peek: boolean,
+  spent?: (policies: readonly StorePolicy[], outcomes: readonly StoreOutcome[]) => void,
+): Promise<Decision> {
+  const { cost = 1, scope = 'global' } = options;
+  const policies: Policy[] = [];
+  let storePolicies: StorePolicy[];
+  try {
+    checkCost(cost, undefined, undefined);
+    checkScope(scope);
+    storePolicies = storePoliciesOf(
+      prefix,
+      entries,
+      scope,
+      cost,
+      peek,
+      policies,
+      spent !== undefined,
+    );
+  } catch (error) {
+    return Promise.reject(error as Error);
+  }
+  const cache = peek || options.denyCache === false ? undefined : denials;
+  // While the cache remembers no refusal (the usual case), no signature to build per request.
+  let signature: string | undefined;
+  if (cache !== undefined && cache.size !== 0) {
+    signature = signatureOf(storePolicies);
+    const remembered = cache.get(signature);
+    if (remembered) return Promise.resolve(remembered);
+  }
+  // No async function here: each would add a promise and a turn of the microtask queue
+  // to every request.
+  // Whether the call reached the store (not refused by an open breaker): only then can it
+  // have taken slots that need giving back.
+  let sent = false;
+  const consume = () => {
+    sent = true;
+    return store.consume(storePolicies);
+  };
+  return boundedCall(consume, timeoutMs, breaker).then(
+    (outcomes) => {
+      spent?.(storePolicies, outcomes);
+      let decision = decisionOf(policies, outcomes);
+      const leases = decision.allowed ? leasesOf(storePolicies, outcomes) : undefined;
+      if (leases) decision = { ...decision, leases };
+      // On Cluster, identities are committed one after the other: a later one's refusal
+      // leaves the slots an earlier one took. Given back at once, not after their lease.
+      else if (!decision.allowed && entries.some((e) => e.identity !== entries[0]!.identity))
+        abandonLeases(store, storePolicies);
+      if (cache && !decision.allowed && !slotRefused(storePolicies, outcomes)) {
+        cache.remember(
+          signature ?? signatureOf(storePolicies),
+          decision,
+          entries.map((e) => identityKeyPrefix(prefix, e.identity)),
+        );
+      }
+      return decision;
+    },
+    (error: unknown) => {
+      // A call that timed out may still run in Redis and take its slots, with no one left
+      // to give them back: released now (after it, on the same connection), not after
+      // their lease.
+      if (sent) abandonLeases(store, storePolicies);
+      throw error;
+    },
+  );
+}
