@@ -30,7 +30,7 @@ function documented(name: string): string[] {
 describe('the README option reference matches the option types', () => {
   it.each([
     ['lib/nest/module/options.ts', 'RateLimitModuleOptions'],
-    ['lib/nest/declare/decorators.ts', 'RateLimitOptions'],
+    ['lib/nest/declare/policy-options.ts', 'RateLimitOptions'],
     ['lib/nest/declare/decorators.ts', 'ConcurrencyLimitOptions'],
   ])('%s: %s', (file, name) => {
     expect(documented(name)).toEqual(members(file, name));
