@@ -1,5 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import { RateLimitBackendError } from '../../core/errors.js';
+import type { LimitEntry } from '../../core/limiter.js';
 import type { Decision } from '../../core/policy.js';
 import type { Trace } from '../observability/observer.js';
 import type { Route } from '../plan/rules.js';
@@ -30,13 +31,13 @@ export function enforceFixed(
   return engine.limiter.consumeEach(entries).then(
     (decision) => {
       engine.insurance.storeAnswered();
-      if (trace) traceAnswer(trace, enforcing, decision, started);
+      if (trace) traceAnswer(trace, entries, decision, started);
       const outcome = engine.shape.decided(decision, enforcing, route.name);
       if (!decision.leases) return outcome;
       return { ...outcome, release: engine.ends.releaser(route.name, decision.leases) };
     },
     (error: unknown) => {
-      if (trace) traceFailure(trace, enforcing, error, started);
+      if (trace) traceFailure(trace, entries, error, started);
       return storeFailed(engine, route, enforcing, error, failure);
     },
   );
@@ -69,14 +70,14 @@ export async function enforce(
       decision = await engine.limiter.consumeEach(entries);
     }
     engine.insurance.storeAnswered();
-    if (trace) traceAnswer(trace, enforcing, decision, started);
+    if (trace) traceAnswer(trace, entries, decision, started);
     let outcome = engine.shape.decided(decision, enforcing, route.name);
     if (settle && outcome.allowed) outcome = { ...outcome, settle };
     if (decision.leases)
       outcome = { ...outcome, release: engine.ends.releaser(route.name, decision.leases) };
     return { outcome, answered: true };
   } catch (error) {
-    if (trace) traceFailure(trace, enforcing, error, started);
+    if (trace) traceFailure(trace, entries, error, started);
     return {
       outcome: await storeFailed(engine, route, enforcing, error, failure),
       answered: false,
@@ -86,23 +87,23 @@ export async function enforce(
 
 function traceAnswer(
   trace: Trace,
-  enforcing: readonly Entry[],
+  entries: LimitEntry[],
   decision: Decision,
   started: number,
 ): void {
   // A deny-cache answer is no store call: it stays out of the store latency.
   if (!decision.cached) trace.enforcedMs = performance.now() - started;
-  trace.enforcing = enforcing.map((e) => e.entry);
+  trace.enforcing = entries;
   trace.decision = decision;
 }
 
 function traceFailure(
   trace: Trace,
-  enforcing: readonly Entry[],
+  entries: LimitEntry[],
   error: unknown,
   started: number,
 ): void {
   trace.enforcedMs = performance.now() - started;
-  trace.enforcing = enforcing.map((e) => e.entry);
+  trace.enforcing = entries;
   trace.enforcedError = error instanceof RateLimitBackendError ? error.kind : 'error';
 }
