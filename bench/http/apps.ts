@@ -31,15 +31,21 @@ export interface App {
   stop(): Promise<void>;
 }
 
+/**
+ * Starts one app and waits until it listens. `packageEntry`: the built package it loads
+ * instead of the current one (an `@base` twin's, see baseline.ts).
+ */
 export async function startApp(
   platform: HttpPlatform,
   variant: string,
   redisUrl: string,
+  packageEntry?: string,
 ): Promise<App> {
   const port = await freePort();
   // The IPC channel lets the app notice when this process dies without stopping it.
   const child = spawn(process.execPath, [APP, platform, variant, String(port), redisUrl], {
     stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
+    env: packageEntry ? { ...process.env, BENCH_NRL_ENTRY: packageEntry } : process.env,
   });
   const output: string[] = [];
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
