@@ -267,16 +267,20 @@ async function main(): Promise<void> {
   if ((platform !== 'express' && platform !== 'fastify') || !port || !redisUrl) {
     throw new Error('usage: app.js <express|fastify> <variant> <port> <redisUrl>');
   }
-  // The pid keeps counters of both platforms, and of earlier runs on the same Redis, apart.
-  const prefix = `bench:${variant}:${process.pid}`;
+  // The pid keeps counters of both platforms, and of earlier runs on the same Redis, apart;
+  // an `@base` twin's too, under a name as long as its twin's (and without the `@`, which no
+  // prefix may hold).
+  const prefix = `bench:${currentOf(variant)}:${process.pid}`;
 
   @Module(variantModule(variant, redisUrl, prefix))
   class BenchModule {}
 
+  // Without a logger, Nest's abortOnError would exit without a word: let the error through.
+  const options = { logger: false, abortOnError: false } as const;
   const app =
     platform === 'express'
-      ? await NestFactory.create(BenchModule, { logger: false })
-      : await NestFactory.create(BenchModule, new FastifyAdapter(), { logger: false });
+      ? await NestFactory.create(BenchModule, options)
+      : await NestFactory.create(BenchModule, new FastifyAdapter(), options);
   await app.listen(Number(port), '127.0.0.1');
   console.log('ready');
 }

@@ -6,7 +6,7 @@ import { freePort } from '../support.js';
 import type { HttpPlatform } from './index.js';
 
 const APP = fileURLToPath(new URL('./app.js', import.meta.url));
-// All apps boot side by side (ten and more on two cores): on a busy machine that takes a while.
+// Apps boot side by side (eight at a time on two cores): on a busy machine that takes a while.
 const READY_TIMEOUT_MS = 60_000;
 
 /** Apps still running, killed should this process exit without stopping them. */
@@ -48,7 +48,8 @@ export async function startApp(
     env: packageEntry ? { ...process.env, BENCH_NRL_ENTRY: packageEntry } : process.env,
   });
   const output: string[] = [];
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  // 'close': after the exit and the last of its output, which a failed start is told by.
+  const exited = new Promise<void>((resolve) => child.once('close', () => resolve()));
   const dead = () => child.exitCode !== null || child.signalCode !== null;
   const kill = () => child.kill('SIGKILL');
   killOnExit(child);

@@ -120,6 +120,33 @@ export interface HttpBenchOptions {
 }
 
 const WARMUP_S = 1;
+/**
+ * Apps booting at once, at most: more than a dozen together (twice as many with
+ * BENCH_BASELINE) on a busy 2-core machine can keep one from listening within its timeout.
+ */
+const BOOTING = 8;
+
+/** `run` of every item, `limit` at a time, settled in the items' order. */
+async function settledAtMost<T, R>(
+  limit: number,
+  items: readonly T[],
+  run: (item: T) => Promise<R>,
+): Promise<PromiseSettledResult<R>[]> {
+  const settled: PromiseSettledResult<R>[] = new Array(items.length);
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(limit, items.length) }, async () => {
+      while (next < items.length) {
+        const i = next++;
+        settled[i] = await run(items[i]!).then(
+          (value) => ({ status: 'fulfilled', value }) as const,
+          (reason: unknown) => ({ status: 'rejected', reason }) as const,
+        );
+      }
+    }),
+  );
+  return settled;
+}
 
 /** A load's figures (autocannon's or the paced one's) and the app's CPU time meanwhile, in µs. */
 type Sample = PacedSample & { cpuUs: number };
@@ -171,10 +198,8 @@ export async function runHttpBench(opts: HttpBenchOptions): Promise<HttpRow[]> {
   const rows: HttpRow[] = [];
   for (const platform of opts.platforms ?? HTTP_PLATFORMS) {
     // All apps idle side by side: only the one under load uses the CPU.
-    const started = await Promise.allSettled(
-      variants.map((v) =>
-        startApp(platform, v, opts.redisUrl, isBase(v) ? opts.base?.entry : undefined),
-      ),
+    const started = await settledAtMost(BOOTING, variants, (v) =>
+      startApp(platform, v, opts.redisUrl, isBase(v) ? opts.base?.entry : undefined),
     );
     const rate = opts.rate ?? DEFAULT_RATES[platform];
     const apps = started.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
