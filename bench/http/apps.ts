@@ -41,6 +41,24 @@ export async function startApp(
   redisUrl: string,
   packageEntry?: string,
 ): Promise<App> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startOnce(platform, variant, redisUrl, packageEntry);
+    } catch (error) {
+      // The free port was taken before the app listened (another process's connection, on a
+      // busy machine): another port.
+      const taken = error instanceof Error && error.message.includes('EADDRINUSE');
+      if (!taken || attempt === 3) throw error;
+    }
+  }
+}
+
+async function startOnce(
+  platform: HttpPlatform,
+  variant: string,
+  redisUrl: string,
+  packageEntry: string | undefined,
+): Promise<App> {
   const port = await freePort();
   // The IPC channel lets the app notice when this process dies without stopping it.
   const child = spawn(process.execPath, [APP, platform, variant, String(port), redisUrl], {
