@@ -67,7 +67,12 @@ function packageEntry(dir: string): string {
  * the ref is unknown or does not build.
  */
 export async function prepareBaseline(ref: string, log: (line: string) => void): Promise<Baseline> {
-  const commit = git(['rev-parse', '--verify', `${ref}^{commit}`]).trim();
+  let commit: string;
+  try {
+    commit = git(['rev-parse', '--verify', '--quiet', `${ref}^{commit}`]).trim();
+  } catch {
+    throw new Error(`BENCH_BASELINE=${ref} names no commit of this repository`);
+  }
   const dir = mkdtempSync(join(tmpdir(), 'nrl-bench-base-'));
   const link = join(dir, 'node_modules');
   let removed = false;
@@ -154,18 +159,25 @@ export async function prepareBaseline(ref: string, log: (line: string) => void):
   }
 }
 
+/** Where the consume script is, below a build's entry (core/stores/redis-script.js). */
+export const SCRIPT_FILE = join('core', 'stores', 'redis-script.js');
+
 /**
  * The consume script of the build whose entry is `entry`: an internal file, looked for where
- * the current build has it (dist/cjs/core/stores/redis-script.js, beside dist/esm/).
+ * the current build has it (dist/cjs/, beside the ESM entry's dist/esm/), then beside the
+ * entry itself (a build of one folder, as older ones were).
  */
 export async function consumeScript(entry: string): Promise<string | undefined> {
-  const dist = dirname(dirname(entry));
-  const file = join(dist, 'cjs', 'core', 'stores', 'redis-script.js');
-  try {
-    const script = ((await import(pathToFileURL(file).href)) as { CONSUME_SCRIPT?: unknown })
-      .CONSUME_SCRIPT;
-    return typeof script === 'string' ? script : undefined;
-  } catch {
-    return undefined;
+  const near = dirname(entry);
+  for (const file of [join(dirname(near), 'cjs', SCRIPT_FILE), join(near, SCRIPT_FILE)]) {
+    if (!existsSync(file)) continue;
+    try {
+      const script = ((await import(pathToFileURL(file).href)) as { CONSUME_SCRIPT?: unknown })
+        .CONSUME_SCRIPT;
+      if (typeof script === 'string') return script;
+    } catch {
+      // not a module this process can load: the next place, or none
+    }
   }
+  return undefined;
 }

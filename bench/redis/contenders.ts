@@ -124,11 +124,6 @@ export function contenders(client: Redis, budget: Budget = BUSY, base?: Baseline
     prefix: 'rb',
     what: ` (${base.ref})`,
   };
-  if (base && !base.consumeScript) {
-    base.note(
-      `baseline: no consume script at dist/cjs/core/stores/redis-script.js in ${base.ref}'s build: part 3b leaves the @base scripts out`,
-    );
-  }
   // One of ours, made on each build; `make` builds it on the one it is given.
   type Make = (build: Build) => Contender;
   const made = new Map<Contender, Make>();

@@ -83,8 +83,14 @@ export async function runScriptBench(options: {
 }): Promise<ScriptRow[]> {
   const ofOurs = new Map(options.contenders.map((c) => [c.name, c.script?.lua]));
   const scripts = [...SCALE];
+  const missing = options.contenders.filter((c) => !c.script).map((c) => c.name);
+  if (missing.length) {
+    options.log(
+      `Part 3b leaves ${missing.join(', ')} out: no consume script in their build (CONSUME_SCRIPT of core/stores/redis-script.js, in dist/cjs/ or beside the entry)`,
+    );
+  }
   for (const c of options.contenders) {
-    if (!c.script) continue; // an @base twin whose build has no script where looked
+    if (!c.script) continue;
     if (isBase(c.name) && !(await runsOnce(options.admin, c.name, c.script, ofOurs, options.log)))
       continue;
     scripts.push({ name: c.name, ...c.script });
