@@ -19,7 +19,7 @@ const PLOT_W = 620;
 const ROW_H = 26;
 /** Ratios beyond this are drawn to the edge, marked as cut, with their value written. */
 export const MAX_AXIS = 5;
-const COLOURS = { ours: '#2b6cb0', floor: '#4a5568', peer: '#a0aec0' };
+const COLOURS = { ours: '#2b6cb0', base: '#805ad5', floor: '#4a5568', peer: '#a0aec0' };
 const TARGET_COLOURS = { rlf: '#c53030', floor: '#dd6b20' };
 const TARGET_NAMES = { rlf: 'red', floor: 'orange' };
 
@@ -162,8 +162,21 @@ export function renderChart(results: ChartResults): string {
       'font-size="11" fill="#555"',
     ),
   ];
-  const body: string[] = [];
   let top = 104;
+  const base = results.baseline;
+  if (base) {
+    head.push(
+      `<rect x="20" y="96" width="22" height="11" fill="${COLOURS.base}"/>`,
+      text(
+        48,
+        106,
+        `@base: the same variant on ${base.ref} (${base.commit.slice(0, 12)}), measured in the same rounds, below its twin`,
+        'font-size="11"',
+      ),
+    );
+    top += 18;
+  }
+  const body: string[] = [];
   const list = figures(results);
   list.forEach((figure, index) => {
     const [svg, height] = drawFigure(figure, index, top);

@@ -3,11 +3,15 @@
  * gives (bench/chart.ts draws them).
  */
 
+import { isBase, isOurs } from './twins.js';
+
 /** The parts of a results JSON the chart reads (older runs may lack the floor rows). */
 export interface ChartResults {
   date?: string;
   machine?: { cpu?: string; cores?: number; node?: string; redis?: string };
   rounds?: number;
+  /** BENCH_BASELINE's ref and commit, in a run with `@base` rows. */
+  baseline?: { ref: string; commit: string };
   http?: readonly {
     platform: string;
     variant: string;
@@ -21,8 +25,11 @@ export interface ChartResults {
 /** One row of a figure: its ratio to rlf and to the floor (NaN where there is none). */
 export interface Bar {
   label: string;
-  /** Ours (`nrl-*`), the floor itself, or another peer. */
-  kind: 'ours' | 'floor' | 'peer';
+  /**
+   * Ours (`nrl-*`), ours on BENCH_BASELINE's build (`nrl-*@base`, right after its twin), the
+   * floor itself, or another peer.
+   */
+  kind: 'ours' | 'base' | 'floor' | 'peer';
   rlf: number;
   floor: number;
 }
@@ -49,7 +56,7 @@ export const PEERS = ['throttler-redis'];
 const CONCURRENCY = 16;
 
 function kindOf(name: string): Bar['kind'] | undefined {
-  if (name.startsWith('nrl-')) return 'ours';
+  if (isOurs(name)) return isBase(name) ? 'base' : 'ours';
   if (name === 'floor' || name === 'floor-redis') return 'floor';
   return PEERS.includes(name) ? 'peer' : undefined;
 }
@@ -78,7 +85,8 @@ function barsOf<R>(rows: readonly R[], name: (row: R) => string, value: (row: R)
       },
     ];
   });
-  const order = { ours: 0, floor: 1, peer: 2 };
+  // A stable sort: each `@base` bar stays right after its twin's.
+  const order = { ours: 0, base: 0, floor: 1, peer: 2 };
   return bars.sort((a, b) => order[a.kind] - order[b.kind]);
 }
 

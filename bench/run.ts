@@ -9,10 +9,13 @@
  *   BENCH_CONNECTIONS=64  autocannon connections
  *   BENCH_RATE=         the HTTP part's fixed offered load, req/s (default: 5000 Fastify, 1500 Express)
  *   BENCH_RATE_DURATION=1.5  seconds per HTTP variant per round at that load (0: skip it)
+ *   BENCH_BASELINE=     a git ref: each of our variants also runs on that ref's build, as
+ *                       `<variant>@base` beside it, in the same rounds (see baseline.ts)
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import { fileURLToPath } from 'node:url';
+import { prepareBaseline, type Baseline } from './baseline.js';
 import { writeChart } from './chart.js';
 import { runHttpBench } from './http/index.js';
 import { BUSY, contenders, newClient } from './redis/contenders.js';
@@ -28,6 +31,10 @@ const rounds = Number(env.BENCH_ROUNDS ?? 3);
 const log = (line: string) => console.log(line);
 const began = Date.now();
 
+// Built before anything is measured; removed at the end, whatever happens (also on exit).
+const base: Baseline | undefined = env.BENCH_BASELINE
+  ? await prepareBaseline(env.BENCH_BASELINE, log)
+  : undefined;
 const redis = await startRedis();
 const admin = newClient(redis.url);
 const results: Record<string, unknown> = {};
@@ -48,6 +55,10 @@ try {
   results.date = new Date().toISOString();
   results.machine = machine;
   results.rounds = rounds;
+  if (base) {
+    log(`@base: the same variant on ${base.ref} (${base.commit.slice(0, 12)}), interleaved`);
+    results.baseline = { ref: base.ref, commit: base.commit, lockDiffers: base.lockDiffers };
+  }
 
   if (parts.has('http')) {
     results.http = await runHttpBench({
@@ -57,6 +68,7 @@ try {
       connections: Number(env.BENCH_CONNECTIONS ?? 64),
       rate: env.BENCH_RATE ? Number(env.BENCH_RATE) : undefined,
       rateDurationS: Number(env.BENCH_RATE_DURATION ?? 1.5),
+      base,
       log,
     });
   }
@@ -67,15 +79,15 @@ try {
       concurrencies: [1, 16, 256],
       decisions: (c) => (c === 1 ? 3000 : 20_000),
       identities: 10_000,
+      base,
       log,
     });
   }
-  const list = contenders(admin);
   if (parts.has('scripts')) {
     results.scripts = await runScriptBench({
       admin,
       port: redis.port,
-      contenders: list,
+      contenders: contenders(admin, BUSY, base),
       rounds,
       requests: 50_000,
       log,
@@ -86,7 +98,7 @@ try {
     // debt (36 s after one request at 100/h), a window key for the window.
     results.memory = await runMemoryBench({
       admin,
-      contenders: contenders(admin, { limit: 100, periodS: 3600 }),
+      contenders: contenders(admin, { limit: 100, periodS: 3600 }, base),
       identities: 2000,
       log,
     });
@@ -94,7 +106,7 @@ try {
   if (parts.has('hotkey')) {
     results.hotKey = await runHotKeyBench({
       admin,
-      contenders: contenders(admin, { ...BUSY, withDenyCache: true }),
+      contenders: contenders(admin, { ...BUSY, withDenyCache: true }, base),
       decisions: 30_000,
       concurrency: 64,
       log,
@@ -111,4 +123,5 @@ try {
 } finally {
   admin.disconnect();
   await redis.stop();
+  base?.remove();
 }

@@ -2,14 +2,16 @@
  * One app of the HTTP benchmark, in a process of its own so the load generator never
  * shares its event loop:
  *
- *   node dist-sample/bench/http/app.js <platform> <variant> <port> <redisUrl>
+ *   node bench/dist/http/app.js <platform> <variant> <port> <redisUrl>
  *
+ * An `@base` variant (`nrl-tb@base`) is the same app on the package BENCH_NRL_ENTRY names.
  * Serves `GET /hi` ('hi') behind the variant's limiter and prints `ready` once listening.
  * Every limit is far above what a run can send: the benchmark measures the cost of
  * deciding, never of refusing. All load comes from 127.0.0.1, so every request counts
  * against one key, as one busy client would.
  */
 import 'reflect-metadata';
+import { pathToFileURL } from 'node:url';
 import {
   Controller,
   Get,
@@ -25,11 +27,22 @@ import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { ThrottlerGuard, ThrottlerModule } from '@nestjs/throttler';
 import { ThrottlerStorageRedisService } from '@nest-lab/throttler-storage-redis';
 import { Redis } from 'ioredis';
-import { ConcurrencyLimit, RateLimit, RateLimitModule } from 'nest-rate-limit';
+import type { DecisionEvent, DecisionOutcome } from 'nest-rate-limit';
 import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
+import type { NrlPackage } from '../baseline.js';
 import { floorCall, floorClient } from '../floor.js';
+import { currentOf } from '../twins.js';
 // Types only: importing the orchestrator's code would load autocannon into every app.
 import type { HttpPlatform, HttpVariant } from './index.js';
+
+/**
+ * The package: the current build, or for an `@base` variant the baseline's built entry,
+ * which the benchmark passes in BENCH_NRL_ENTRY (see baseline.ts).
+ */
+const entry = process.env.BENCH_NRL_ENTRY;
+const { ConcurrencyLimit, RateLimit, RateLimitModule } = (await (entry
+  ? import(pathToFileURL(entry).href)
+  : import('nest-rate-limit'))) as NrlPackage;
 
 /** Never reached in a run (limit x period must stay within the library's 2^50). */
 const PER_MINUTE = 1_000_000_000;
@@ -86,6 +99,15 @@ class ConcurrentController {
   }
 }
 
+/**
+ * `nrl-tb-observed`'s `onDecision` hook: trivial work, as the option asks of a hook (a
+ * counter per outcome), so that the variant measures what observing costs the module.
+ */
+const outcomes: Partial<Record<DecisionOutcome, number>> = {};
+function onDecision(event: DecisionEvent): void {
+  outcomes[event.outcome] = (outcomes[event.outcome] ?? 0) + 1;
+}
+
 /** What Express's `res` and Fastify's `reply` both have. */
 interface HeaderSink {
   header(name: string, value: string | number): unknown;
@@ -138,13 +160,14 @@ class FloorGuard implements CanActivate {
 }
 
 /** The module metadata of one variant. `prefix` keeps its Redis keys apart from the others'. */
-function variantModule(variant: HttpVariant, redisUrl: string, prefix: string): ModuleMetadata {
+function variantModule(variant: string, redisUrl: string, prefix: string): ModuleMetadata {
   const nrl = (options: Parameters<typeof RateLimitModule.forRoot>[0]) => ({
     imports: [RateLimitModule.forRoot({ prefix, ...options })],
     controllers: [HiController],
   });
   const perMinute = `${PER_MINUTE}/m`;
-  switch (variant) {
+  // An `@base` twin is the same variant on the baseline's build (loaded above).
+  switch (currentOf(variant) as HttpVariant) {
     case 'none':
       return { controllers: [HiController] };
     case 'floor-redis':
@@ -160,6 +183,15 @@ function variantModule(variant: HttpVariant, redisUrl: string, prefix: string): 
       };
     case 'nrl-tb':
       return nrl({ redis: redisUrl, default: perMinute, algorithm: 'token-bucket' });
+    case 'nrl-tb-observed':
+      // prom-client's metrics and a hook: what a user who watches decisions pays.
+      return nrl({
+        redis: redisUrl,
+        default: perMinute,
+        algorithm: 'token-bucket',
+        metrics: true,
+        onDecision,
+      });
     case 'nrl-gcra':
       return nrl({ redis: redisUrl, default: perMinute, algorithm: 'gcra' });
     case 'nrl-sw':
@@ -176,7 +208,7 @@ function variantModule(variant: HttpVariant, redisUrl: string, prefix: string): 
         'nrl-count-failed': CountFailedController,
         'nrl-block': BlockController,
         'nrl-concurrent': ConcurrentController,
-      }[variant];
+      }[currentOf(variant) as 'nrl-count-failed' | 'nrl-block' | 'nrl-concurrent'];
       return {
         imports: [RateLimitModule.forRoot({ redis: redisUrl, prefix })],
         controllers: [controller],
@@ -228,23 +260,27 @@ async function main(): Promise<void> {
   }
   const [platform, variant, port, redisUrl] = process.argv.slice(2) as [
     HttpPlatform,
-    HttpVariant,
+    string,
     string?,
     string?,
   ];
   if ((platform !== 'express' && platform !== 'fastify') || !port || !redisUrl) {
     throw new Error('usage: app.js <express|fastify> <variant> <port> <redisUrl>');
   }
-  // The pid keeps counters of both platforms, and of earlier runs on the same Redis, apart.
-  const prefix = `bench:${variant}:${process.pid}`;
+  // The pid keeps counters of both platforms, and of earlier runs on the same Redis, apart;
+  // an `@base` twin's too, under a name as long as its twin's (and without the `@`, which no
+  // prefix may hold).
+  const prefix = `bench:${currentOf(variant)}:${process.pid}`;
 
   @Module(variantModule(variant, redisUrl, prefix))
   class BenchModule {}
 
+  // Without a logger, Nest's abortOnError would exit without a word: let the error through.
+  const options = { logger: false, abortOnError: false } as const;
   const app =
     platform === 'express'
-      ? await NestFactory.create(BenchModule, { logger: false })
-      : await NestFactory.create(BenchModule, new FastifyAdapter(), { logger: false });
+      ? await NestFactory.create(BenchModule, options)
+      : await NestFactory.create(BenchModule, new FastifyAdapter(), options);
   await app.listen(Number(port), '127.0.0.1');
   console.log('ready');
 }

@@ -6,7 +6,7 @@ import { freePort } from '../support.js';
 import type { HttpPlatform } from './index.js';
 
 const APP = fileURLToPath(new URL('./app.js', import.meta.url));
-// All apps boot side by side (ten and more on two cores): on a busy machine that takes a while.
+// Apps boot side by side (eight at a time on two cores): on a busy machine that takes a while.
 const READY_TIMEOUT_MS = 60_000;
 
 /** Apps still running, killed should this process exit without stopping them. */
@@ -31,18 +31,43 @@ export interface App {
   stop(): Promise<void>;
 }
 
+/**
+ * Starts one app and waits until it listens. `packageEntry`: the built package it loads
+ * instead of the current one (an `@base` twin's, see baseline.ts).
+ */
 export async function startApp(
   platform: HttpPlatform,
   variant: string,
   redisUrl: string,
+  packageEntry?: string,
+): Promise<App> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startOnce(platform, variant, redisUrl, packageEntry);
+    } catch (error) {
+      // The free port was taken before the app listened (another process's connection, on a
+      // busy machine): another port.
+      const taken = error instanceof Error && error.message.includes('EADDRINUSE');
+      if (!taken || attempt === 3) throw error;
+    }
+  }
+}
+
+async function startOnce(
+  platform: HttpPlatform,
+  variant: string,
+  redisUrl: string,
+  packageEntry: string | undefined,
 ): Promise<App> {
   const port = await freePort();
   // The IPC channel lets the app notice when this process dies without stopping it.
   const child = spawn(process.execPath, [APP, platform, variant, String(port), redisUrl], {
     stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
+    env: packageEntry ? { ...process.env, BENCH_NRL_ENTRY: packageEntry } : process.env,
   });
   const output: string[] = [];
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  // 'close': after the exit and the last of its output, which a failed start is told by.
+  const exited = new Promise<void>((resolve) => child.once('close', () => resolve()));
   const dead = () => child.exitCode !== null || child.signalCode !== null;
   const kill = () => child.kill('SIGKILL');
   killOnExit(child);

@@ -6,12 +6,16 @@
  *
  *   BENCH_ROUNDS=3  BENCH_DURATION=4 (seconds per variant per round)  BENCH_CONNECTIONS=64
  *   BENCH_RATE (req/s at the fixed load; default per platform)  BENCH_RATE_DURATION=1.5 (0: skip it)
+ *   BENCH_BASELINE (a git ref: @base twins on its build, see ../baseline.ts)
  */
+import { prepareBaseline } from '../baseline.js';
 import { startRedis } from '../support.js';
 import { runHttpBench } from './index.js';
 
 const env = process.env;
 const began = Date.now();
+const log = (line: string) => console.log(line);
+const base = env.BENCH_BASELINE ? await prepareBaseline(env.BENCH_BASELINE, log) : undefined;
 const redis = await startRedis();
 try {
   await runHttpBench({
@@ -21,7 +25,8 @@ try {
     connections: Number(env.BENCH_CONNECTIONS ?? 64),
     rate: env.BENCH_RATE ? Number(env.BENCH_RATE) : undefined,
     rateDurationS: Number(env.BENCH_RATE_DURATION ?? 1.5),
-    log: (line) => console.log(line),
+    base,
+    log,
   });
   console.log(`total ${((Date.now() - began) / 1000).toFixed(1)} s`);
 } catch (error) {
@@ -29,4 +34,5 @@ try {
   process.exitCode = 1;
 } finally {
   await redis.stop();
+  base?.remove();
 }

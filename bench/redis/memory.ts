@@ -1,6 +1,7 @@
 /** Part 4: Redis memory per identity, after each contender decided once for many identities. */
 import type { Redis } from 'ioredis';
 import { fmt, table } from '../support.js';
+import { currentOf } from '../twins.js';
 import type { Contender } from './contenders.js';
 
 export interface MemoryRow {
@@ -26,8 +27,8 @@ export async function runMemoryBench(options: {
   const { admin, identities } = options;
   const rows: MemoryRow[] = [];
   for (const c of options.contenders) {
-    // 2 × one; a 7/s debt expires within the run; the floor keeps nothing.
-    if (c.name === 'nrl-stacked' || c.name === 'nrl-gcra-7ps' || c.name === 'floor') continue;
+    // 2 × one; a 7/s debt expires within the run; the floor keeps nothing (nor their twins).
+    if (['nrl-stacked', 'nrl-gcra-7ps', 'floor'].includes(currentOf(c.name))) continue;
     // A private Redis: each contender starts from an empty one.
     await admin.flushall();
     const before = await usedMemory(admin);

@@ -3,8 +3,9 @@
  * Redis (`INFO commandstats`), for every contender on one Redis, interleaved over rounds.
  */
 import type { Redis } from 'ioredis';
+import type { Baseline } from '../baseline.js';
 import { fmt, median, table } from '../support.js';
-import { contenders, newClient, type Contender } from './contenders.js';
+import { BUSY, contenders, newClient, type Contender } from './contenders.js';
 
 export interface StoreRow {
   contender: string;
@@ -32,6 +33,8 @@ export interface StoreOptions {
   decisions: (concurrency: number) => number;
   /** Distinct identities the decisions are spread over. */
   identities: number;
+  /** BENCH_BASELINE's build: each of ours gets its `@base` twin, in the same rounds. */
+  base?: Baseline;
   log: (line: string) => void;
 }
 
@@ -63,7 +66,7 @@ export async function runStoreBench(options: StoreOptions): Promise<StoreRow[]> 
   const client = newClient(options.redisUrl);
   const admin = newClient(options.redisUrl);
   try {
-    const list = contenders(client);
+    const list = contenders(client, BUSY, options.base);
     const perSecond = new Map<string, Map<number, number[]>>();
     const usec = new Map<string, number[]>();
     const calls = new Map<string, number[]>();

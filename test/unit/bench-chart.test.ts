@@ -177,6 +177,61 @@ describe('bench chart: the fixed-load figure', () => {
   });
 });
 
+describe('bench chart: the @base rows of BENCH_BASELINE', () => {
+  /** RUN with each of ours also on the baseline's build: nrl-tb@base adds 20, nrl-gcra@base 16. */
+  const WITH_BASE: ChartResults = {
+    ...RUN,
+    baseline: { ref: 'HEAD~3', commit: 'a22c93b7b7d3049865d546d1b8509d4175105729' },
+    http: RUN.http!.flatMap((r) =>
+      r.platform === 'fastify' && r.variant.startsWith('nrl-')
+        ? [
+            r,
+            {
+              ...r,
+              variant: `${r.variant}@base`,
+              cpuUsPerRequest: r.variant === 'nrl-tb' ? 60 : 56,
+            },
+          ]
+        : [r],
+    ),
+    store: [
+      ...RUN.store!,
+      { contender: 'nrl-gcra@base', perSecond: { 1: 2000, 16: 20_000 }, usecPerCall: 8 },
+    ],
+  };
+
+  it('gives each its ratios, as a bar of its own kind right after its twin', () => {
+    const [fastify, , perSecond] = figures(WITH_BASE);
+    expect(fastify!.bars).toEqual([
+      { label: 'nrl-tb', kind: 'ours', rlf: 12 / 16, floor: 12 / 8 },
+      { label: 'nrl-tb@base', kind: 'base', rlf: 20 / 16, floor: 20 / 8 },
+      { label: 'nrl-gcra', kind: 'ours', rlf: 24 / 16, floor: 24 / 8 },
+      { label: 'nrl-gcra@base', kind: 'base', rlf: 16 / 16, floor: 16 / 8 },
+      { label: 'floor-redis', kind: 'floor', rlf: 8 / 16, floor: NaN },
+      { label: 'throttler-redis', kind: 'peer', rlf: 20 / 16, floor: 20 / 8 },
+    ]);
+    // In the JSON after rlf's row, yet drawn beside its twin.
+    expect(perSecond!.bars.map((b) => [b.label, b.kind, b.rlf])).toEqual([
+      ['nrl-gcra', 'ours', 24_000 / 30_000],
+      ['nrl-gcra@base', 'base', 20_000 / 30_000],
+      ['floor', 'floor', 40_000 / 30_000],
+    ]);
+  });
+
+  it('names the baseline in the legend and draws its bars in their own colour', () => {
+    const svg = renderChart(WITH_BASE);
+    expect(svg).toContain(
+      '>@base: the same variant on HEAD~3 (a22c93b7b7d3), measured in the same rounds, below its twin</text>',
+    );
+    expect(renderChart(RUN)).not.toContain('@base');
+    const purple = [...svg.matchAll(/data-ratio="([^"]+)"[^>]*fill="#805ad5"/g)].map((m) =>
+      Number(m[1]),
+    );
+    // nrl-tb@base and nrl-gcra@base (×rlf, ×floor) on Fastify, nrl-gcra@base on each store figure.
+    expect(purple).toHaveLength(8);
+  });
+});
+
 describe('bench chart: the SVG', () => {
   const svg = renderChart(RUN);
   const list = figures(RUN);
