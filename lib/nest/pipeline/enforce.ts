@@ -34,7 +34,9 @@ export function enforceFixed(
       if (trace) traceAnswer(trace, entries, decision, started);
       const outcome = engine.shape.decided(decision, enforcing, route.name);
       if (!decision.leases) return outcome;
-      return { ...outcome, release: engine.ends.releaser(route.name, decision.leases) };
+      // The spread last (the outcome has no `release`): on Node 20, properties added after a
+      // spread cost microseconds each.
+      return { release: engine.ends.releaser(route.name, decision.leases), ...outcome };
     },
     (error: unknown) => {
       if (trace) traceFailure(trace, entries, error, started);
@@ -72,9 +74,10 @@ export async function enforce(
     engine.insurance.storeAnswered();
     if (trace) traceAnswer(trace, entries, decision, started);
     let outcome = engine.shape.decided(decision, enforcing, route.name);
-    if (settle && outcome.allowed) outcome = { ...outcome, settle };
+    // Spreads last, as in `enforceFixed`: the outcome has neither `settle` nor `release` yet.
+    if (settle && outcome.allowed) outcome = { settle, ...outcome };
     if (decision.leases)
-      outcome = { ...outcome, release: engine.ends.releaser(route.name, decision.leases) };
+      outcome = { release: engine.ends.releaser(route.name, decision.leases), ...outcome };
     return { outcome, answered: true };
   } catch (error) {
     if (trace) traceFailure(trace, entries, error, started);
@@ -97,12 +100,7 @@ function traceAnswer(
   trace.decision = decision;
 }
 
-function traceFailure(
-  trace: Trace,
-  entries: LimitEntry[],
-  error: unknown,
-  started: number,
-): void {
+function traceFailure(trace: Trace, entries: LimitEntry[], error: unknown, started: number): void {
   trace.enforcedMs = performance.now() - started;
   trace.enforcing = entries;
   trace.enforcedError = error instanceof RateLimitBackendError ? error.kind : 'error';

@@ -71,7 +71,9 @@ export class Outcomes {
     return {
       allowed: false,
       headers:
-        retryAfter === undefined ? headers : { ...headers, 'Retry-After': String(retryAfter) },
+        // The spread last (the rate-limit headers have no Retry-After): on Node 20,
+        // properties added after a spread cost microseconds each, on every refusal.
+        retryAfter === undefined ? headers : { 'Retry-After': String(retryAfter), ...headers },
       refusal: {
         status: 429,
         retryAfter,
