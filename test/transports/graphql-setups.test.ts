@@ -14,8 +14,8 @@ import {
   RateLimitGuard,
   rateLimitContext,
   SkipRateLimit,
-  type Refusal,
 } from '../../lib/index.js';
+import { refusalOf } from '../../lib/nest/transports/refusal.js';
 import { graphqlTransport } from '../../lib/nest/transports/graphql.js';
 import { startRedisServer, type RedisServerHandle } from '../harness/redis.js';
 import { CapturingLogger, parseRateLimit, pollUntil } from '../e2e/support/app.js';
@@ -266,14 +266,14 @@ describe('rateLimitContext on a GraphQL call', () => {
       'Retry-After': '3',
     });
     expect(sent).toEqual({ 'Retry-After': '3' });
-    const refusal: Refusal = {
+    const refusal = refusalOf({
       status: 429,
       retryAfter: 3,
       message: 'm',
       exposeDetails: true,
       policies: ['default'],
-      problem: false,
-    };
+      format: 'nest',
+    });
     expect(() => graphqlTransport.refuse(gqlContext([{}, {}, {}, {}]), refusal, {})).toThrow(
       expect.objectContaining({
         message: 'm',

@@ -262,11 +262,13 @@ class StoreFailureGateway implements OnGatewayConnection {
   constructor(@Inject(RateLimitService) private readonly limits: RateLimitService) {}
 
   async handleConnection(client: Client, request?: IncomingMessage) {
-    const mode = (client.handshake?.headers ?? request?.headers)?.['x-store-failure'];
+    const asked = (client.handshake?.headers ?? request?.headers)?.['x-store-failure'];
+    // A fixed set of scopes: never one per value a client sends.
+    const mode = asked === 'local' || asked === 'closed' ? asked : undefined;
     await this.limits.limitConnection(client, '2/m', {
       request,
-      scope: `lobby-${String(mode ?? 'module')}`,
-      ...((mode === 'local' || mode === 'closed') && { onStoreFailure: mode }),
+      scope: `lobby-${mode ?? 'module'}`,
+      ...(mode !== undefined && { onStoreFailure: mode }),
     });
   }
 
@@ -277,6 +279,7 @@ class StoreFailureGateway implements OnGatewayConnection {
 }
 
 describe.each(WS_PLATFORMS)('connection limits while Redis is down, on %s', (platform) => {
+  const logger = new CapturingLogger();
   let server: RedisServerHandle;
   let h: WsAppHandle;
   beforeAll(async () => {
@@ -287,6 +290,7 @@ describe.each(WS_PLATFORMS)('connection limits while Redis is down, on %s', (pla
       platform,
       { redis: server.url, timeoutMs: 100, instances: 1, onStoreFailure: 'closed' },
       [StoreFailureGateway],
+      { logger },
     );
     await server.kill();
   });
@@ -312,6 +316,10 @@ describe.each(WS_PLATFORMS)('connection limits while Redis is down, on %s', (pla
     expect(refused.data.retryAfter).toBeGreaterThanOrEqual(29);
     expect(refused.data.retryAfter).toBeLessThanOrEqual(30);
     expect(await third.closed).toEqual({ reason: CLOSED[platform][429] });
+    // The module's first store failure: logged, for the connection limit's scope.
+    expect(logger.matching('rate_limit.backend_error')).toEqual([
+      expect.stringContaining('"route":"lobby-local"'),
+    ]);
   });
 
   it("the module's onStoreFailure: 'closed' applies to connection limits: refused with 503", async () => {

@@ -9,7 +9,14 @@
 import 'reflect-metadata';
 import { createHook } from 'node:async_hooks';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { Controller, Get, UseGuards, type CanActivate } from '@nestjs/common';
+import {
+  Controller,
+  Get,
+  Injectable,
+  UseGuards,
+  type CanActivate,
+  type ExecutionContext,
+} from '@nestjs/common';
 import { ExecutionContextHost } from '@nestjs/core/helpers/execution-context-host.js';
 import { Test } from '@nestjs/testing';
 import {
@@ -18,6 +25,8 @@ import {
   RateLimitModule,
   type DecisionEvent,
   type RateLimitModuleOptions,
+  type RateLimitStore,
+  type RequestOutcome,
 } from '../../lib/index.js';
 import { RoutePlanner } from '../../lib/nest/plan/planner.js';
 import { RateLimitEvents } from '../../lib/nest/observability/events.js';
@@ -134,15 +143,15 @@ describe('the stages of a plan are chosen per route', () => {
   });
   afterAll(() => app?.moduleRef.close());
 
-  it('a cost function and a shadow policy add the shadow stage; the path is the general one', () => {
+  it('a shadow policy adds the shadow stage, after the enforced decision is shaped', () => {
     expect(app.planner.planOf(callOf(ItemsController.prototype.search)).stages).toEqual([
       'gate',
       'identify',
       'entries',
       'enforce',
       'store-failure',
-      'shadow',
       'shape',
+      'shadow',
       'deliver',
     ]);
   });
@@ -176,5 +185,157 @@ describe('the stages of a plan are chosen per route', () => {
     expect(app.planner.events).toBe(events);
     expect(app.planner.engine.events).toBe(events);
     expect(app.moduleRef.get(RateLimitService)).toBeInstanceOf(RateLimitService);
+  });
+});
+
+/** A guard of an app's own, as the README shows: its `refuse` reads what the outcome holds. */
+@Injectable()
+class RecordingGuard extends RateLimitGuard {
+  static seen: {
+    body: unknown;
+    problem: unknown;
+    status: number;
+    prefix: unknown;
+    headers?: Record<string, string>;
+  }[] = [];
+
+  protected override refuse(ctx: ExecutionContext, outcome: RequestOutcome): never {
+    const refusal = outcome.refusal!;
+    RecordingGuard.seen.push({
+      body: refusal.body,
+      problem: refusal.problem,
+      status: refusal.status,
+      // The module's options, as a subclass reached them before the pipeline.
+      prefix: this.runtime.options.prefix,
+      ...(refusal.status === 503 && { headers: { ...outcome.headers } }),
+    });
+    // A refuse of your own may add a header of its own.
+    outcome.headers['X-Refused-By'] = 'recording';
+    return super.refuse(ctx, outcome);
+  }
+}
+
+@Controller()
+class ScarceController {
+  @Get('scarce')
+  @RateLimit('1/m')
+  scarce() {
+    return 'ok';
+  }
+
+  @Get('closed')
+  @RateLimit('100/m', { failClosed: true })
+  closed() {
+    return 'ok';
+  }
+}
+
+async function recordingApp(options: RateLimitModuleOptions) {
+  const moduleRef = await Test.createTestingModule({
+    imports: [
+      RateLimitModule.forRoot({ tracing: false, prefix: 'rec', guard: RecordingGuard, ...options }),
+    ],
+    controllers: [ScarceController],
+  }).compile();
+  await moduleRef.init();
+  return { moduleRef, guard: moduleRef.get(RecordingGuard) };
+}
+
+function scarceCall(handler: () => string): ExecutionContextHost {
+  const request = { ip: '192.0.2.9', headers: {}, socket: { remoteAddress: '192.0.2.9' } };
+  const ctx = new ExecutionContextHost(
+    [request, { setHeader: () => undefined }],
+    ScarceController,
+    handler,
+  );
+  ctx.setType('http');
+  return ctx;
+}
+
+describe('a guard subclass keeps what it read before the pipeline (review of issue 21)', () => {
+  it('refuse reads refusal.body and refusal.problem as before, and this.runtime.options', async () => {
+    RecordingGuard.seen = [];
+    for (const errorFormat of [undefined, 'problem'] as const) {
+      const { moduleRef, guard } = await recordingApp({ store: 'memory', errorFormat });
+      await guard.canActivate(scarceCall(ScarceController.prototype.scarce));
+      await expect(
+        guard.canActivate(scarceCall(ScarceController.prototype.scarce)),
+      ).rejects.toMatchObject({ status: 429 });
+      await moduleRef.close();
+    }
+    expect(RecordingGuard.seen).toEqual([
+      {
+        body: {
+          statusCode: 429,
+          error: 'Too Many Requests',
+          message: 'Too many requests; retry in 60 s',
+          retryAfter: 60,
+        },
+        problem: undefined,
+        status: 429,
+        prefix: 'rec',
+      },
+      {
+        body: expect.objectContaining({ statusCode: 429, retryAfter: 60 }),
+        problem: expect.objectContaining({
+          status: 429,
+          'violated-policies': ['default'],
+          retryAfter: 60,
+        }),
+        status: 429,
+        prefix: 'rec',
+      },
+    ]);
+  });
+
+  it('a fail-closed 503 is a new outcome each time: refuse may add to its headers, and the next starts clean', async () => {
+    RecordingGuard.seen = [];
+    const down: RateLimitStore = {
+      consume: () => Promise.reject(new Error('store down')),
+      deleteByPrefix: () => Promise.reject(new Error('store down')),
+    };
+    const { moduleRef, guard } = await recordingApp({ store: down, timeoutMs: 50 });
+    const refusals: unknown[] = [];
+    for (let i = 0; i < 2; i++) {
+      refusals.push(
+        await guard
+          .canActivate(scarceCall(ScarceController.prototype.closed))
+          .catch((error: { getStatus(): number; getResponse(): unknown }) => [
+            error.getStatus(),
+            error.getResponse(),
+          ]),
+      );
+    }
+    await moduleRef.close();
+    const unavailable = [
+      503,
+      {
+        statusCode: 503,
+        error: 'Service Unavailable',
+        message: 'Rate limiting is unavailable; retry shortly',
+        retryAfter: 1,
+      },
+    ];
+    expect(refusals).toEqual([unavailable, unavailable]);
+    // The header the first refuse added is not on the second refusal.
+    expect(RecordingGuard.seen.map((s) => s.headers)).toEqual([
+      { 'Retry-After': '1' },
+      { 'Retry-After': '1' },
+    ]);
+  });
+});
+
+describe('WebSocket connection limits keep a bounded number of plans', () => {
+  it('300 scopes compile 300 plans, of which the last 256 are kept', async () => {
+    const { moduleRef } = await guardOf({});
+    const service = moduleRef.get(RateLimitService);
+    for (let i = 0; i < 300; i++) {
+      expect(await service.limitConnection({}, '10/m', { scope: `room-${i}` })).toBe(true);
+    }
+    const plans = (service as unknown as { connections: { plans: Map<string, unknown> } })
+      .connections.plans;
+    expect(plans.size).toBe(256);
+    expect([...plans.keys()][0]).toBe(JSON.stringify(['10/m', 'room-44', null, null]));
+    await moduleRef.close();
   });
 });

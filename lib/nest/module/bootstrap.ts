@@ -143,7 +143,7 @@ function fieldGuards(providers: readonly InstanceWrapper[]): boolean | undefined
 
 /**
  * Appends the guard that decides per-user policies to every HTTP route that authenticates
- * with guards of its own (see `after-guards.ts`). In a constructor, because Nest reads a
+ * with guards of its own (see `pipeline/after-route-guards.ts`). In a constructor, because Nest reads a
  * route's guards when it builds its router, after providers exist and before `onModuleInit`.
  * A route whose policies are invalid is left alone here: {@link RouteCheck} reports it.
  */

@@ -56,7 +56,7 @@ export interface DecisionEvent {
   outcome: DecisionOutcome;
 }
 
-/** What the runtime gathers about one request while it decides, only when observed. */
+/** What the stages gather about one request while they decide, only when it is observed. */
 export interface Trace {
   /** Raw identity of the route's first policy. */
   identity: string;

@@ -46,6 +46,8 @@ export interface RoutePlan {
   readonly route: Route;
   /** The stages a call of this route meets, in order, by name (see ARCHITECTURE.md). */
   readonly stages: readonly string[];
+  /** False when no step has a policy: the guard admits at once, building nothing. */
+  readonly limited: boolean;
   /** The decision of the policies decided before the route's own guards. */
   readonly decide: Decide;
   /**

@@ -23,7 +23,7 @@ export function enforceFixed(
   route: Route,
   fixed: Entries,
   trace: Trace | undefined,
-  failure: RequestOutcome,
+  failure: () => RequestOutcome,
 ): Promise<RequestOutcome> {
   const enforcing = fixed.entries;
   const entries = enforcing.map((e) => e.entry);
@@ -57,7 +57,7 @@ export async function enforce(
   route: Route,
   enforcing: readonly Entry[],
   trace: Trace | undefined,
-  failure: RequestOutcome,
+  failure: () => RequestOutcome,
 ): Promise<{ outcome: RequestOutcome; answered: boolean }> {
   const entries = enforcing.map((e) => e.entry);
   const started = trace ? performance.now() : 0;

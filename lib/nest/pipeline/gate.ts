@@ -1,4 +1,4 @@
-import { AllowList } from '../../http/allow-list.js';
+import type { AllowList } from '../../http/allow-list.js';
 import type { RequestLike } from '../../http/ip.js';
 import type { RateLimitModuleOptions } from '../module/options.js';
 import type { RateLimitEvents } from '../observability/events.js';
@@ -14,18 +14,14 @@ const ENABLED_WAIT_MS = 100;
  * limits alike.
  */
 export class Gate {
-  /** The module's `allowList`: clients on it are never limited. */
-  readonly allowList: AllowList | undefined;
   private readonly killSwitch: KillSwitch;
 
+  /** @param allowList the module's `allowList` (clients never limited), parsed once per module */
   constructor(
     private readonly options: RateLimitModuleOptions,
     events: RateLimitEvents,
+    private readonly allowList: AllowList | undefined,
   ) {
-    this.allowList =
-      options.allowList === undefined
-        ? undefined
-        : new AllowList(options.allowList, options, 'RateLimitModule options');
     this.killSwitch = new KillSwitch((error) => events.configError('enabled', error));
   }
 

@@ -17,6 +17,9 @@ import { isThenable } from './thenable.js';
 /** The outcome of a call left alone (kill switch off, or skipped): no headers, nothing later. */
 const SKIPPED: RequestOutcome = Object.freeze({ allowed: true, headers: {} });
 
+/** The outcome of a call whose route has no policy. */
+const NOTHING_TO_DECIDE: Promise<RequestOutcome> = Promise.resolve(NO_LIMIT);
+
 /** What `canActivate` answers for a call it leaves alone. */
 const ADMIT = Promise.resolve(true);
 
@@ -37,8 +40,12 @@ const ADMIT = Promise.resolve(true);
 export class RateLimitGuard implements CanActivate {
   private readonly gate: Gate;
 
-  constructor(@Inject(RoutePlanner) protected readonly planner: RoutePlanner) {
-    this.gate = new Gate(planner.options, planner.events);
+  /**
+   * @param runtime the module's route plans, with its `options`, `limiter` and `events`
+   *   (for a subclass)
+   */
+  constructor(@Inject(RoutePlanner) protected readonly runtime: RoutePlanner) {
+    this.gate = new Gate(runtime.options, runtime.events, runtime.allowList);
   }
 
   /**
@@ -70,7 +77,7 @@ export class RateLimitGuard implements CanActivate {
       carrier = transport.carrier(ctx);
       if (carrier === undefined) return ADMIT;
       stored = storedDecision(carrier);
-      if (stored === undefined) request = transport.request(ctx, this.planner.events);
+      if (stored === undefined) request = transport.request(ctx, this.runtime.events);
     } catch (error) {
       return Promise.resolve(this.unreadable(ctx, error));
     }
@@ -85,7 +92,7 @@ export class RateLimitGuard implements CanActivate {
       if (outcome === SKIPPED) return true;
       // Before `deliver`, which throws a refusal: slots taken before a later refusal still end.
       if (outcome.release) transport.onDone?.(ctx, outcome.release);
-      deliver(ctx, transport, outcome, this.planner.events, this.refuser);
+      deliver(ctx, transport, outcome, this.runtime.events, this.refuser);
       if (outcome.settle) transport.onSent?.(ctx, outcome.settle);
       return true;
     });
@@ -97,7 +104,7 @@ export class RateLimitGuard implements CanActivate {
 
   /** A transport that cannot read this context leaves it unlimited rather than fail it. */
   private unreadable(ctx: ExecutionContext, error: unknown): boolean {
-    this.planner.events.configError(`transport ${ctx.getType()}`, error);
+    this.runtime.events.configError(`transport ${ctx.getType()}`, error);
     return true;
   }
 
@@ -136,9 +143,10 @@ export class RateLimitGuard implements CanActivate {
     let call: Call;
     let first: Promise<RequestOutcome>;
     try {
-      const plan = this.planner.planOf(ctx);
+      const plan = this.runtime.planOf(ctx);
+      if (!plan.limited) return NOTHING_TO_DECIDE;
       call = { ctx, transport, carrier, request, plan };
-      const { options, events } = this.planner;
+      const { options, events } = this.runtime;
       first = plan.decide(ctx, identitiesOf(ctx, request, plan.name, options, events), undefined);
     } catch (error) {
       return this.undecided(transport, error);
@@ -147,7 +155,7 @@ export class RateLimitGuard implements CanActivate {
     return first.then(
       (outcome) => {
         if (!outcome.allowed || call.plan.deferred === undefined) return outcome;
-        return deferToRouteGuards(this.planner.engine, call, outcome, this.refuser).catch(
+        return deferToRouteGuards(this.runtime.engine, call, outcome, this.refuser).catch(
           (error: unknown) => this.undecided(transport, error),
         );
       },
@@ -161,7 +169,7 @@ export class RateLimitGuard implements CanActivate {
    */
   private undecided(transport: Transport, error: unknown): Promise<RequestOutcome> {
     if (error instanceof RateLimitConfigError) return Promise.reject(error);
-    this.planner.events.configError(`transport ${transport.type}`, error);
+    this.runtime.events.configError(`transport ${transport.type}`, error);
     return Promise.resolve(NO_LIMIT);
   }
 
@@ -184,10 +192,10 @@ export class RateLimitGuard implements CanActivate {
    * throws skips nothing (and is logged), so a bug there never opens the API.
    */
   protected shouldSkip(ctx: ExecutionContext): boolean | Promise<boolean> {
-    const { skip } = this.planner.options;
+    const { skip } = this.runtime.options;
     if (!skip) return false;
     const failed = (error: unknown) => {
-      this.planner.events.configError('skip', error);
+      this.runtime.events.configError('skip', error);
       return false;
     };
     try {

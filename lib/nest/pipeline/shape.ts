@@ -10,6 +10,7 @@ import { hashIdentity, type RateLimitEvents } from '../observability/events.js';
 import type { RateLimitModuleOptions } from '../module/options.js';
 import type { Rule } from '../plan/rules.js';
 import type { Entry } from './entries.js';
+import { refusalOf } from '../transports/refusal.js';
 import { NO_LIMIT, type RequestOutcome } from './outcome.js';
 
 /**
@@ -19,8 +20,8 @@ import { NO_LIMIT, type RequestOutcome } from './outcome.js';
  */
 export class Outcomes {
   private readonly headerOptions: HeaderOptions | false;
-  /** `errorFormat: 'problem'`: HTTP renders refusals as RFC 9457 problem details. */
-  private readonly problem: boolean;
+  /** `'problem'` (`errorFormat: 'problem'`): HTTP renders refusals as RFC 9457 problem details. */
+  private readonly format: 'nest' | 'problem';
 
   constructor(
     private readonly options: RateLimitModuleOptions,
@@ -28,7 +29,7 @@ export class Outcomes {
   ) {
     this.headerOptions =
       options.headers === false ? false : options.headers === true ? {} : (options.headers ?? {});
-    this.problem = options.errorFormat === 'problem';
+    this.format = options.errorFormat === 'problem' ? 'problem' : 'nest';
   }
 
   /** The outcome of the store's decision on `enforcing`, in the same order. */
@@ -74,14 +75,14 @@ export class Outcomes {
         // The spread last (the rate-limit headers have no Retry-After): on Node 20,
         // properties added after a spread cost microseconds each, on every refusal.
         retryAfter === undefined ? headers : { 'Retry-After': String(retryAfter), ...headers },
-      refusal: {
+      refusal: refusalOf({
         status: 429,
         retryAfter,
         message,
         exposeDetails,
         policies: denying.map((e) => e.rule.name),
-        problem: this.problem,
-      },
+        format: this.format,
+      }),
       decision,
       shown,
     };
@@ -118,11 +119,22 @@ export class Outcomes {
 
   /**
    * The outcome when the store does not answer: fail-closed policies refuse with 503 and
-   * `Retry-After: 1`, the rest admit. Built once per route, when its plan is compiled.
+   * `Retry-After: 1`, the rest admit. A new one each time: a `refuse` of your own may add
+   * to its headers.
    */
   failure(enforced: readonly Rule[]): RequestOutcome {
     if (!enforced.some((r) => r.failClosed)) return NO_LIMIT;
-    return STORE_DOWN[this.problem ? 1 : 0]!;
+    return {
+      allowed: false,
+      headers: { 'Retry-After': '1' },
+      refusal: refusalOf({
+        status: 503,
+        retryAfter: 1,
+        exposeDetails: true,
+        policies: [],
+        format: this.format,
+      }),
+    };
   }
 
   /** One `rate_limit.blocked` per identity that refused (usually one), throttled per (route, identity). */
@@ -162,18 +174,3 @@ export class Outcomes {
     }
   }
 }
-
-/** The 503 outcomes, as `Outcomes.failure` answers them (index: `errorFormat: 'problem'`). */
-const STORE_DOWN: readonly RequestOutcome[] = [false, true].map((problem) =>
-  Object.freeze({
-    allowed: false,
-    headers: Object.freeze({ 'Retry-After': '1' }),
-    refusal: Object.freeze({
-      status: 503,
-      retryAfter: 1,
-      exposeDetails: true,
-      policies: [],
-      problem,
-    }),
-  }),
-);

@@ -21,7 +21,7 @@ export async function decideInStages(
   route: Route,
   identities: IdentityOf,
   trace: Trace | undefined,
-  failure: RequestOutcome,
+  failure: () => RequestOutcome,
   fixed?: Entries,
 ): Promise<RequestOutcome> {
   const { entries: enforcing, broken } =

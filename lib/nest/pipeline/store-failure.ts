@@ -6,24 +6,26 @@ import type { RequestOutcome } from './outcome.js';
 /**
  * The on-store-failure stage: the store did not answer for `enforcing` (an error, a timeout,
  * an open circuit breaker). Logged as `rate_limit.backend_error`; then a fail-closed policy
- * wins (`failure`, the route's prebuilt 503), else the insurance limits of
+ * wins (`failure`, the route's 503), else the insurance limits of
  * `onStoreFailure: 'local'` policies decide in memory, and the fail-open rest admit.
  *
- * @param failure what the route answers without its store: its 503, or `NO_LIMIT`
+ * @param failure what the route answers without its store: its 503, or `NO_LIMIT` (a new
+ *   503 each time: a `refuse` of your own may add to its headers)
  */
 export function storeFailed(
   engine: Engine,
   route: Route,
   enforcing: readonly Entry[],
   error: unknown,
-  failure: RequestOutcome,
+  failure: () => RequestOutcome,
 ): RequestOutcome | Promise<RequestOutcome> {
   engine.events.backendError(route.name, error);
   // Concurrency limits have no insurance: a local slot could not be given back.
   const local = enforcing.filter(
     (e) => e.rule.onStoreFailure === 'local' && e.rule.policy?.algorithm !== 'concurrency',
   );
-  if (local.length === 0 || !failure.allowed) return failure;
+  const fallback = failure();
+  if (local.length === 0 || !fallback.allowed) return fallback;
   return engine.insurance
     .decide(local, route.name)
     .then((insured) => engine.shape.decided(insured.decision, insured.local, route.name));

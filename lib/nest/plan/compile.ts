@@ -18,7 +18,9 @@ const NOTHING: Decide = () => ADMITTED;
 export function compile(route: Route, engine: Engine): RoutePlan {
   const { decide, stages } = compileStep(route, engine);
   const later = route.afterGuards;
-  if (later === undefined) return { name: route.name, route, stages, decide };
+  if (later === undefined) {
+    return { name: route.name, route, stages, decide, limited: decide !== NOTHING };
+  }
   const user = compileStep(later, engine);
   const refused = later.unauthenticated;
   const address = refused ? compileAddress(refused, engine) : NOTHING;
@@ -27,6 +29,7 @@ export function compile(route: Route, engine: Engine): RoutePlan {
     route,
     stages: [...stages, 'defer', ...user.stages.filter((s) => s !== 'gate')],
     decide,
+    limited: true,
     deferred: { address, user: user.decide },
   };
 }
@@ -36,8 +39,8 @@ function compileStep(route: Route, engine: Engine): { decide: Decide; stages: st
   if (route.enforced.length === 0 && route.shadowed.length === 0) {
     return { decide: NOTHING, stages: ['gate'] };
   }
-  // Built once per route: a fail-closed route's 503, or admission.
-  const failure = engine.shape.failure(route.enforced);
+  // Chosen once per route: a fail-closed route's 503, or admission.
+  const failure = failureOf(route, engine);
   const fast =
     route.fixed && !route.counting && route.shadowed.length === 0 && route.enforced.length > 0;
   const decide: Decide = fast
@@ -55,9 +58,10 @@ function compileStep(route: Route, engine: Engine): { decide: Decide; stages: st
     'identify',
     'entries',
     'enforce',
+    // In place of `shape` when the store does not answer.
     'store-failure',
-    ...(route.shadowed.length > 0 ? ['shadow'] : []),
     'shape',
+    ...(route.shadowed.length > 0 ? ['shadow'] : []),
     'deliver',
   ];
   return {
@@ -73,9 +77,15 @@ function compileStep(route: Route, engine: Engine): { decide: Decide; stages: st
  */
 function compileAddress(refused: Route, engine: Engine): Decide {
   if (refused.enforced.length === 0) return NOTHING;
-  const failure = engine.shape.failure(refused.enforced);
+  const failure = failureOf(refused, engine);
   return (ctx, identities, trace) => {
     const address: IdentityOf = () => identities(keys.ip);
     return decideInStages(engine, ctx, refused, address, trace, failure);
   };
+}
+
+/** What a step answers when its store does not: a fail-closed route's 503 (new each time), else admission. */
+function failureOf(route: Route, engine: Engine): () => RequestOutcome {
+  if (!route.enforced.some((r) => r.failClosed)) return () => NO_LIMIT;
+  return () => engine.shape.failure(route.enforced);
 }

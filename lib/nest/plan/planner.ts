@@ -3,6 +3,7 @@ import { RateLimitConfigError } from '../../core/errors.js';
 import type { RateLimiter } from '../../core/limiter.js';
 import type { Policy, PolicyAlgorithm } from '../../core/policy.js';
 import type { RateLimitStore } from '../../core/stores/store.js';
+import { AllowList } from '../../http/allow-list.js';
 import type { InstanceCount } from '../module/instances.js';
 import type { RateLimitModuleOptions } from '../module/options.js';
 import type { RateLimitEvents } from '../observability/events.js';
@@ -26,6 +27,8 @@ import { RouteTable, type Route, type Target } from './routes.js';
 export class RoutePlanner {
   /** What the stages share. */
   readonly engine: Engine;
+  /** The module's `allowList`, parsed once: clients on it are never limited. */
+  readonly allowList: AllowList | undefined;
   private readonly routes: RouteTable;
   /** Per controller, then per handler: an inherited handler serves several controllers. */
   private readonly plans = new WeakMap<Target, Map<Target, RoutePlan>>();
@@ -44,6 +47,10 @@ export class RoutePlanner {
     tracing: DecisionTracing | undefined,
     global = false,
   ) {
+    this.allowList =
+      options.allowList === undefined
+        ? undefined
+        : new AllowList(options.allowList, options, 'RateLimitModule options');
     // Announcing starts with the first policy that needs the count, at bootstrap.
     this.routes = new RouteTable(options, global, () => instances.start());
     const insurance = new Insurance(() => instances.value, options.prefix, events);
@@ -67,6 +74,11 @@ export class RoutePlanner {
           : undefined,
       tracing,
     };
+  }
+
+  /** The module's limiter: what every stage's store call goes through. */
+  get limiter(): RateLimiter {
+    return this.engine.limiter;
   }
 
   /**

@@ -63,7 +63,7 @@ export const httpTransport: Transport = {
   setHeaders,
   refuse(ctx, refusal, headers): never {
     setHeaders(ctx, headers);
-    if (refusal.problem) throw new RateLimitProblemException(refusalProblem(refusal));
+    if (refusal.format === 'problem') throw new RateLimitProblemException(refusalProblem(refusal));
     throw new HttpException(refusalBody(refusal), refusal.status);
   },
   onSent(ctx, done) {

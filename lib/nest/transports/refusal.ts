@@ -11,7 +11,7 @@ import {
 /**
  * A refusal as the pipeline decides it, before any transport renders it (DESIGN §12): each
  * transport's `refuse` formats it its own way (an HTTP body or RFC 9457 problem, a GraphQL
- * error, a `WsException`, an `RpcException`).
+ * error, a `WsException`, an `RpcException`). Made by {@link refusalOf}.
  */
 export interface Refusal {
   /** 429: a policy refused (RFC 6585 §4); 503: a fail-closed policy's store is down. */
@@ -28,24 +28,62 @@ export interface Refusal {
   readonly exposeDetails: boolean;
   /** Names of the policies that refused; empty for a 503. */
   readonly policies: readonly string[];
-  /** `errorFormat: 'problem'`: HTTP answers with an RFC 9457 problem details body. */
-  readonly problem: boolean;
+  /** `'problem'` (`errorFormat: 'problem'`): HTTP answers with RFC 9457 problem details. */
+  readonly format: 'nest' | 'problem';
+  /** The Nest-style HTTP body, `{ statusCode, error, message, retryAfter? }` (made when read). */
+  readonly body: TooManyRequestsBody | ServiceUnavailableBody;
+  /** With `errorFormat: 'problem'`, the RFC 9457 body HTTP sends instead; else undefined. */
+  readonly problem?: ProblemDetails;
+}
+
+/** The fields a refusal is made of; its bodies are derived from them. */
+export type RefusalFields = Omit<Refusal, 'body' | 'problem'>;
+
+/** A {@link Refusal} of `fields`: its bodies are built only if something reads them. */
+export function refusalOf(fields: RefusalFields): Refusal {
+  return new DecidedRefusal(fields);
+}
+
+class DecidedRefusal implements Refusal {
+  readonly status: 429 | 503;
+  readonly retryAfter?: number;
+  readonly message?: string;
+  readonly exposeDetails: boolean;
+  readonly policies: readonly string[];
+  readonly format: 'nest' | 'problem';
+
+  constructor(fields: RefusalFields) {
+    this.status = fields.status;
+    if (fields.retryAfter !== undefined) this.retryAfter = fields.retryAfter;
+    if (fields.message !== undefined) this.message = fields.message;
+    this.exposeDetails = fields.exposeDetails;
+    this.policies = fields.policies;
+    this.format = fields.format;
+  }
+
+  get body(): TooManyRequestsBody | ServiceUnavailableBody {
+    return refusalBody(this);
+  }
+
+  get problem(): ProblemDetails | undefined {
+    return this.format === 'problem' ? refusalProblem(this) : undefined;
+  }
 }
 
 /** The Nest-style body of a refusal: `{ statusCode, error, message, retryAfter? }`. */
-export function refusalBody(refusal: Refusal): TooManyRequestsBody | ServiceUnavailableBody {
+export function refusalBody(refusal: RefusalFields): TooManyRequestsBody | ServiceUnavailableBody {
   if (refusal.status === 503) return serviceUnavailableBody(refusal.message);
   return tooManyRequestsBody(refusal.retryAfter, refusal);
 }
 
 /** The RFC 9457 body of a refusal, with draft-ietf-httpapi-ratelimit-headers' problem types. */
-export function refusalProblem(refusal: Refusal): ProblemDetails {
+export function refusalProblem(refusal: RefusalFields): ProblemDetails {
   if (refusal.status === 503) return temporaryReducedCapacityProblem(refusal.message);
   return quotaExceededProblem(refusal.retryAfter, [...refusal.policies], refusal);
 }
 
 /** The fields every non-HTTP transport sends: the body without `statusCode`, with `status`. */
-export function refusalFields(refusal: Refusal): {
+export function refusalFields(refusal: RefusalFields): {
   status: 429 | 503;
   error: 'Too Many Requests' | 'Service Unavailable';
   message: string;

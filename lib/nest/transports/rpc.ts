@@ -32,7 +32,7 @@ let EventDropped: ErrorClass | undefined;
  * reply to carry a refusal, and Nest 12 logs any `RpcException` from an event handler as an
  * error (returning false from the guard throws one too); an `IntrinsicException` is the one
  * error its exception filter passes over in silence. The refusal is logged once as
- * `rate_limit.blocked` by the runtime instead. `IntrinsicException` is public from Nest 11;
+ * `rate_limit.blocked` by the shape stage instead. `IntrinsicException` is public from Nest 11;
  * before it, Nest logs no `RpcException` from an event, so that serves.
  */
 function quietDrop(

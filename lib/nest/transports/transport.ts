@@ -6,8 +6,8 @@ import type { Refusal } from './refusal.js';
 /**
  * One Nest transport as the guard meets it (DESIGN §9): where the request and the user come
  * from, what one counted call is, where the headers go, and how a refusal is raised. One
- * object per transport, in its own file beside this one, listed in `registry.ts`; the
- * runtime never sees one.
+ * object per transport, in its own file beside this one, listed in `registry.ts`; only
+ * the guard and its deliver stage call one.
  *
  * The guard calls these with the context of one guarded call, in this order: `load` (once
  * per process), `carrier`, `request`, then `setHeaders` or `refuse`. Only `refuse` throws;

@@ -22,12 +22,18 @@ export interface ConnectionLimitOptions {
    * `'connection'` (one budget per client IP for all gateways).
    */
   scope?: string;
-  /** Refuse (503) when the store is unreachable. Default: the module's `failClosed` (admit). */
+  /**
+   * Refuse (503) when the store is unreachable. Default: the module's `onStoreFailure`, else
+   * its `failClosed` (admit).
+   */
   failClosed?: boolean;
   /**
    * What happens while the store fails, as for routes: `'open'` admits, `'closed'` refuses
    * (503, close code 1013), `'local'` enforces this process's share of the limit in memory
-   * (insurance limits). Wins over `failClosed`. Default: the module's.
+   * (insurance limits). Wins over `failClosed`. Default: the module's. With `'local'`, set the
+   * module's `instances` unless a route has a `'local'` policy too: otherwise the number of
+   * processes is learned only from the first such connection limit, and a process that never
+   * reached the store then allows 1 connection per period.
    */
   onStoreFailure?: StoreFailureMode;
 }
@@ -41,6 +47,9 @@ const POLICY = 'connection';
 
 const WHERE = 'RateLimitService.limitConnection';
 
+/** Connection plans kept (by rate, scope and failure mode). */
+const MAX_PLANS = 256;
+
 /**
  * Connection attempts per client IP, for gateways (guards do not run on `handleConnection`),
  * through the same stages as a route: gate (kill switch, allow-list) → identify (the
@@ -49,12 +58,12 @@ const WHERE = 'RateLimitService.limitConnection';
  * observation apply, and operators' overrides and exemptions of the `ip:` identity too.
  */
 export class ConnectionLimiter {
-  /** Plans by rate and options, compiled once each. */
+  /** Plans by rate and options, compiled once each; the oldest go first beyond 256. */
   private readonly plans = new Map<string, RoutePlan>();
   private readonly gate: Gate;
 
   constructor(private readonly planner: RoutePlanner) {
-    this.gate = new Gate(planner.options, planner.events);
+    this.gate = new Gate(planner.options, planner.events, planner.allowList);
   }
 
   /** See {@link RateLimitService.limitConnection}. */
@@ -95,6 +104,8 @@ export class ConnectionLimiter {
         WHERE,
       );
       plan = this.planner.planOfPolicies(scope, [declared]);
+      // Scopes come from the gateway's code, but may be built from anything: bounded.
+      if (this.plans.size >= MAX_PLANS) this.plans.delete(this.plans.keys().next().value!);
       this.plans.set(id, plan);
     }
     return plan;
