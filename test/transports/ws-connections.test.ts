@@ -62,6 +62,16 @@ class LobbyGateway implements OnGatewayConnection {
 }
 
 const WELCOME = { event: 'welcome', data: 'hi' };
+/** What a client receives for a refusal of a fail-closed policy whose store is down. */
+const UNAVAILABLE = {
+  event: 'exception',
+  data: {
+    status: 503,
+    error: 'Service Unavailable',
+    message: 'Rate limiting is unavailable; retry shortly',
+    retryAfter: 1,
+  },
+};
 /** How each platform reports a server-side disconnect for a 429 and for a 503. */
 const CLOSED = {
   'socket.io': { 429: 'io server disconnect', 503: 'io server disconnect' },
@@ -146,15 +156,7 @@ describe.each(WS_PLATFORMS)('Redis stopped, on %s', (platform) => {
       { event: 'pong', data: 1 },
       { event: 'pong', data: 2 },
     ]);
-    expect(await client.send('closed', 2)).toEqual({
-      event: 'exception',
-      data: {
-        status: 503,
-        error: 'Service Unavailable',
-        message: 'Rate limiting is unavailable; retry shortly',
-        retryAfter: 1,
-      },
-    });
+    expect(await client.send('closed', 2)).toEqual(UNAVAILABLE);
   });
 
   it('a connection is admitted, or refused with 503 and disconnected when fail-closed', async () => {
@@ -162,15 +164,7 @@ describe.each(WS_PLATFORMS)('Redis stopped, on %s', (platform) => {
     const admitted = await h.connect();
     expect(await admitted.send('hello')).toEqual(WELCOME);
     const refused = await h.connect({ headers: { 'x-fail-closed': '1' } });
-    expect(await refused.next()).toEqual({
-      event: 'exception',
-      data: {
-        status: 503,
-        error: 'Service Unavailable',
-        message: 'Rate limiting is unavailable; retry shortly',
-        retryAfter: 1,
-      },
-    });
+    expect(await refused.next()).toEqual(UNAVAILABLE);
     expect(await refused.closed).toEqual({ reason: CLOSED[platform][503] });
     // One events object per module: the message handlers met this error kind just before
     // (its line is written), so the connections' failures are counted into its next line
@@ -324,15 +318,7 @@ describe.each(WS_PLATFORMS)('connection limits while Redis is down, on %s', (pla
 
   it("the module's onStoreFailure: 'closed' applies to connection limits: refused with 503", async () => {
     const refused = await connect();
-    expect(await refused.next()).toEqual({
-      event: 'exception',
-      data: {
-        status: 503,
-        error: 'Service Unavailable',
-        message: 'Rate limiting is unavailable; retry shortly',
-        retryAfter: 1,
-      },
-    });
+    expect(await refused.next()).toEqual(UNAVAILABLE);
     expect(await refused.closed).toEqual({ reason: CLOSED[platform][503] });
   });
 

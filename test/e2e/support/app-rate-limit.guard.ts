@@ -12,9 +12,13 @@ export class AppRateLimitGuard extends RateLimitGuard {
     return rateLimitContext(ctx).request?.headers['x-partner-key'] === 'partner-1';
   }
 
-  // Your own body; Retry-After and the rate-limit headers are already set.
-  protected override refuse(_ctx: ExecutionContext, outcome: RequestOutcome): never {
-    const retryAfter = Number(outcome.headers['Retry-After'] ?? 1);
-    throw new HttpException({ error: 'slow_down', retryAfter }, outcome.refusal!.status);
+  // Your own HTTP body; Retry-After and the rate-limit headers are already set. The guard
+  // serves every transport: leave GraphQL, WebSocket and RPC refusals to the module.
+  protected override refuse(ctx: ExecutionContext, outcome: RequestOutcome): never {
+    if (ctx.getType() !== 'http') return super.refuse(ctx, outcome);
+    const { status, retryAfter, exposeDetails } = outcome.refusal!;
+    // exposeDetails: false (a login route) keeps the wait out of the body.
+    const wait = exposeDetails && retryAfter !== undefined ? { retryAfter } : {};
+    throw new HttpException({ error: 'slow_down', ...wait }, status);
   }
 }
