@@ -148,6 +148,17 @@ beforeAll(() => {
 });
 afterAll(() => disconnect(redis));
 
+/** A per-user limit with a penalty, behind authentication (issue 22, finding 2). */
+@Controller('locked')
+@UseGuards(JwtGuard)
+class LockedController {
+  @Get()
+  @RateLimit('5/m', { block: '15m' })
+  locked() {
+    return 'locked';
+  }
+}
+
 describe.each(PLATFORMS)('policies behind a route guard, on %s', (platform) => {
   let h: AppHandle;
   beforeAll(async () => {
@@ -156,6 +167,7 @@ describe.each(PLATFORMS)('policies behind a route guard, on %s', (platform) => {
       FeedController,
       AuthController,
       TwiceController,
+      LockedController,
     ]);
   });
   afterAll(() => h?.close());
@@ -177,6 +189,28 @@ describe.each(PLATFORMS)('policies behind a route guard, on %s', (platform) => {
       expect.stringMatching(new RegExp(`^${h.prefix}:\\{user:alice\\}:MeController\\.me:`)),
       expect.stringMatching(new RegExp(`^${h.prefix}:\\{user:bob\\}:MeController\\.me:`)),
     ]);
+  });
+
+  // Regression (issue 22, finding 2): with `block: '15m'`, 6 bad tokens from one address
+  // answered 401 x5 then 429 with Retry-After: 900, and valid users on that address were
+  // refused for 900 s: the block was copied onto the address budget everyone behind a NAT shares.
+  it("a policy's block locks a user out, and never reaches the address budget", async () => {
+    // The penalty on the user's own budget: the 6th request of a user is locked out 15 min.
+    const user = [];
+    for (let i = 0; i < 6; i++) user.push(await h.get('/locked', bearer('erin')));
+    expect(user.map((r) => r.status)).toEqual([200, 200, 200, 200, 200, 429]);
+    expect(Number(user[5]!.headers.get('retry-after'))).toBe(900);
+    // Bad tokens from the same address: 5 per minute, then refused until the budget refills
+    // (one every 12 s), not for the 15 min block.
+    const guesses = [];
+    for (let i = 0; i < 6; i++) guesses.push(await h.get('/locked'));
+    expect(guesses.map((r) => r.status)).toEqual([401, 401, 401, 401, 401, 429]);
+    const addressWait = Number(guesses[5]!.headers.get('retry-after'));
+    expect(addressWait).toBeGreaterThanOrEqual(1);
+    expect(addressWait).toBeLessThanOrEqual(12);
+    const [addressKey] = await redis.keys(`${h.prefix}:*LockedController.locked/unauthenticated*`);
+    expect(addressKey).toBeDefined();
+    expect(await redis.pttl(addressKey!)).toBeLessThanOrEqual(60_000);
   });
 
   it('a refusal decided after the guard has Retry-After and the rate-limit headers', async () => {

@@ -53,12 +53,21 @@ export interface Route {
  * before the guards run and given back when they admit (counted as `count: 'failed'`, so
  * requests in flight together all count); no user yet, so a cost function (which may read
  * the user) counts 1; never fail-closed (a store outage must not refuse the users those
- * guards would admit).
+ * guards would admit); and without the policy's `block`: the address is shared by everyone
+ * behind one NAT, so a penalty there would lock out the valid users with the guesser. The
+ * block stays on the per-user policy.
  */
 export function unauthenticatedRule(rule: Rule): Rule {
   return {
     ...rule,
-    options: { ...rule.options, count: 'failed', failed: undefined },
+    policy: rule.policy && withoutBlock(rule.policy),
+    options: {
+      ...rule.options,
+      count: 'failed',
+      failed: undefined,
+      block: undefined,
+      extendBlock: undefined,
+    },
     scope: `${rule.scope.slice(0, 112)}/unauthenticated`,
     cost: typeof rule.cost === 'number' ? rule.cost : 1,
     failClosed: false,
@@ -80,4 +89,10 @@ export function routeOfRules(name: string, rules: readonly Rule[]): Route {
 /** A concurrency limit: slots in flight, not a rate. */
 export function isConcurrency(policy: Policy | undefined): boolean {
   return policy?.algorithm === 'concurrency';
+}
+
+function withoutBlock(policy: Policy): Policy {
+  if (policy.blockMs === undefined) return policy;
+  const { blockMs: _blockMs, extendBlock: _extendBlock, ...rest } = policy;
+  return rest;
 }
