@@ -25,7 +25,7 @@ export interface IpOptions {
 }
 
 /**
- * The client address, normalised: IPv4-mapped IPv6 becomes IPv4, and IPv6 is reduced to
+ * The client address, normalised: IPv6 that embeds one IPv4 client (mapped, NAT64) becomes that IPv4, other IPv6 is reduced to
  * its `/ipv6Subnet` network in canonical form (`2001:db8:1:2::/64`, RFC 5952), since one
  * subscriber usually holds a whole /64 and could otherwise rotate through it. With
  * `trustedProxies`, a forwarded entry that is not an address (`unknown`, a typo, a hostname)
@@ -98,6 +98,7 @@ function forwardedFor(request: RequestLike, n: number): string | undefined {
 export function normalizeIp(address: string, ipv6Subnet = 64): string | undefined {
   // The usual case, on every request: a plain IPv4 address, nothing to trim or reduce.
   if (isIP(address) === 4) return address;
+  if (address.length > MEMO_KEY_LENGTH) return normalize(address, ipv6Subnet);
   const key = `${ipv6Subnet}/${address}`;
   let normalized = normalized6.get(key);
   if (normalized === undefined && !normalized6.has(key)) {
@@ -111,6 +112,12 @@ export function normalizeIp(address: string, ipv6Subnet = 64): string | undefine
 }
 
 const MEMO_SIZE = 4096;
+/**
+ * Longer values are normalized but not remembered: an address with a zone and a port is far
+ * shorter, and a header of kilobytes must not stay in memory (4,096 of them would hold
+ * megabytes).
+ */
+const MEMO_KEY_LENGTH = 64;
 const normalized6 = new Map<string, string | undefined>();
 
 function normalize(address: string, ipv6Subnet: number): string | undefined {
@@ -125,7 +132,7 @@ function normalize(address: string, ipv6Subnet: number): string | undefined {
   if (family === 4 && !prefix) return bare;
   if (family !== 6) return undefined;
   const groups = expand(canonical(bare));
-  if (groups.slice(0, 5).every((g) => g === 0) && groups[5] === 0xffff && !prefix) {
+  if (!prefix && embedsIpv4(groups)) {
     return [groups[6]! >> 8, groups[6]! & 255, groups[7]! >> 8, groups[7]! & 255].join('.');
   }
   const bits = ipv6Subnet;
@@ -138,13 +145,26 @@ function normalize(address: string, ipv6Subnet: number): string | undefined {
 }
 
 /**
- * One address, whole: IPv4 as written, IPv4-mapped IPv6 as IPv4, other IPv6 in canonical
+ * One address, whole: IPv4 as written, IPv6 that embeds one IPv4 client as IPv4, other IPv6 in canonical
  * form (RFC 5952); a port or zone is dropped. Undefined for anything else, a range included.
  */
 function exactIp(address: string): string | undefined {
   const normalized = normalizeIp(address, 128);
   // With 128 bits, normalizeIp still accepts a range (`2001:db8::/64`): an address has none.
   return normalized === undefined || address.includes('/') ? undefined : normalized;
+}
+
+/**
+ * Whether an IPv6 address stands for one IPv4 client, in its last 32 bits: IPv4-mapped
+ * (`::ffff:a.b.c.d`, RFC 4291 §2.5.5.2), NAT64's well-known prefix (`64:ff9b::a.b.c.d`,
+ * RFC 6052 §2.1) or IPv4-compatible (`::a.b.c.d`, deprecated; not `::1` or `::`). Such a
+ * client gets its IPv4 address's budget, not a /64 shared with every other IPv4 client.
+ */
+function embedsIpv4(groups: readonly number[]): boolean {
+  const zeros = (from: number, to: number) => groups.slice(from, to).every((g) => g === 0);
+  if (zeros(0, 5) && groups[5] === 0xffff) return true;
+  if (groups[0] === 0x64 && groups[1] === 0xff9b && zeros(2, 6)) return true;
+  return zeros(0, 6) && groups[6] !== 0;
 }
 
 /** RFC 5952 text of an IPv6 address (lower case, longest zero run as `::`). */

@@ -259,6 +259,29 @@ describe('normalizeIp / clientIp', () => {
     expect(normalizeIp('2001:db8:1:2::1', 128)).toBe('2001:db8:1:2::1');
   });
 
+  // Regression (issue 22, finding 9): NAT64 and IPv4-compatible addresses of distinct IPv4
+  // clients were grouped into one /64, so they shared one budget.
+  it('maps an IPv6 address that embeds one IPv4 client (mapped, NAT64, compatible) to that IPv4', () => {
+    expect(normalizeIp('::ffff:203.0.113.7')).toBe('203.0.113.7');
+    expect(normalizeIp('64:ff9b::203.0.113.7')).toBe('203.0.113.7');
+    expect(normalizeIp('64:ff9b::cb00:7108')).toBe('203.0.113.8');
+    expect(normalizeIp('64:ff9b::198.51.100.1')).toBe('198.51.100.1');
+    expect(normalizeIp('::203.0.113.9')).toBe('203.0.113.9');
+    // Not an embedded address: loopback, the unspecified address, another /96.
+    expect(normalizeIp('::1')).toBe('::/64');
+    expect(normalizeIp('::')).toBe('::/64');
+    expect(normalizeIp('64:ff9b:1::203.0.113.7')).toBe('64:ff9b:1::/64');
+    expect(clientIp({ ip: '64:ff9b::203.0.113.10', headers: {} })).toBe('203.0.113.10');
+  });
+
+  // Regression (issue 22, finding 5): the memo kept every raw address it was asked, so 4,000
+  // forwarded headers of 15 KB each held about 61 MB.
+  it('normalizes a long value without remembering it', () => {
+    const long = `${'x'.repeat(15_000)}`;
+    expect(normalizeIp(long)).toBeUndefined();
+    expect(normalizeIp(`2001:db8::1%${'e'.repeat(100)}`)).toBe('2001:db8::/64');
+  });
+
   // Regression: `2001:db8::1` was stored as `ip:2001:db8:0:0::/64`, so an operator's
   // reset('ip:2001:db8::/64') found nothing.
   it('writes every spelling of an IPv6 address in the canonical compressed form (RFC 5952)', () => {
