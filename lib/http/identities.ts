@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { quote, RateLimitConfigError } from '../core/errors.js';
 import { clientIp, normalizeIp, type IpOptions, type RequestLike } from './ip.js';
 
 /**
@@ -31,14 +32,37 @@ export function defaultUserId(user: unknown): unknown {
 
 /**
  * `user:<id>` of an authenticated user (on HTTP `request.user`, wherever the transport keeps
- * it), or undefined for an anonymous call.
+ * it), or undefined for an anonymous call. An id is a string, a number, a bigint, or an
+ * object that spells itself (a MongoDB `ObjectId`, a UUID class: its own `toString`).
+ * @throws {RateLimitConfigError} `ERR_RATE_LIMIT_OPTION` for a user whose id is none of
+ *   those (a plain object, a boolean): the key then falls back to the IP, logged as
+ *   `rate_limit.config_error`, rather than silently
  */
 export function userIdentity(
   user: unknown,
   select: (user: unknown) => unknown = defaultUserId,
 ): string | undefined {
-  const id = user === undefined ? undefined : select(user);
-  return typeof id === 'string' || typeof id === 'number' ? `user:${id}` : undefined;
+  if (user === undefined || user === null) return undefined;
+  const id = select(user);
+  if (typeof id === 'string' || typeof id === 'number' || typeof id === 'bigint') {
+    return `user:${id}`;
+  }
+  if (id === undefined || id === null) return undefined;
+  const spelled = spelledId(id);
+  if (spelled !== undefined) return `user:${spelled}`;
+  throw new RateLimitConfigError(
+    'ERR_RATE_LIMIT_OPTION',
+    `the user's id is ${quote(id)}, which spells no identity: give keys.user a selector that returns a string`,
+  );
+}
+
+/** An object id's own spelling (`toString` other than Object's), if it has one. */
+function spelledId(id: unknown): string | undefined {
+  if (typeof id !== 'object') return undefined;
+  const toString = (id as { toString?: unknown }).toString;
+  if (typeof toString !== 'function' || toString === Object.prototype.toString) return undefined;
+  const spelled: unknown = toString.call(id);
+  return typeof spelled === 'string' && spelled !== '' ? spelled : undefined;
 }
 
 /**

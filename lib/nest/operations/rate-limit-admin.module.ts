@@ -76,8 +76,14 @@ export class RateLimitAdminModule {
       path = 'rate-limit',
       guards,
       // The user on Fastify's raw request too, where Nest middleware puts it.
-      actor = (request: unknown) =>
-        userIdentity((request as RequestLike).user ?? (request as RequestLike).raw?.user),
+      actor = (request: unknown) => {
+        try {
+          return userIdentity((request as RequestLike).user ?? (request as RequestLike).raw?.user);
+        } catch {
+          // A user whose id spells nothing: the audit line goes without an actor.
+          return undefined;
+        }
+      },
     } = options ?? ({} as RateLimitAdminOptions);
     if (
       !Array.isArray(guards) ||
