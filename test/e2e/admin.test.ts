@@ -331,3 +331,58 @@ describe('RateLimitAdminModule.forRoot', () => {
     expect(RateLimitAdminModule.forRoot({ guards: [] }).controllers).toHaveLength(1);
   });
 });
+
+// Regression (issue 22, finding 10): the endpoints were exempt from every limit, so an
+// operator token could be guessed without limit (500 wrong tokens: 401 x500).
+describe.each(PLATFORMS)('failed authentications at the admin endpoints on %s', (platform) => {
+  const prefix = uniquePrefix();
+  let url: string;
+  let close: () => Promise<void>;
+
+  beforeAll(async () => {
+    @Module({
+      imports: [
+        RateLimitModule.forRoot({ redis: redisUrl(), prefix, timeoutMs: 2000 }),
+        RateLimitAdminModule.forRoot({
+          path: 'ops/rate-limit',
+          guards: [TokenGuard],
+          failedAuthentications: '5/m',
+        }),
+      ],
+    })
+    class GuardedAdminApp {}
+    const app = await bootstrap(platform, GuardedAdminApp, new CapturingLogger());
+    await app.listen(0, '127.0.0.1');
+    url = (await app.getUrl()).replace('[::1]', '127.0.0.1').replace('localhost', '127.0.0.1');
+    close = () => app.close();
+  });
+  afterAll(() => close?.());
+
+  const inspect = (identity: string, headers: Record<string, string>) =>
+    fetch(`${url}/ops/rate-limit/${encodeURIComponent(identity)}`, { headers });
+
+  it('an operator spends nothing; the 6th wrong token within a minute is refused with 429', async () => {
+    const operator = [];
+    for (let i = 0; i < 8; i++) operator.push((await inspect('ip:203.0.113.7', AUTH)).status);
+    expect(operator).toEqual([200, 200, 200, 200, 200, 200, 200, 200]);
+    const guesses = [];
+    for (let i = 0; i < 6; i++) {
+      guesses.push(await inspect('ip:203.0.113.7', { authorization: `Bearer guess${i}` }));
+    }
+    expect(guesses.map((r) => r.status)).toEqual([401, 401, 401, 401, 401, 429]);
+    const wait = Number(guesses[5]!.headers.get('retry-after'));
+    expect(wait).toBeGreaterThanOrEqual(1);
+    expect(wait).toBeLessThanOrEqual(12);
+    // The wait is not in the body (exposeDetails: false), and no rate-limit headers are sent.
+    expect(await guesses[5]!.json()).toEqual({
+      statusCode: 429,
+      error: 'Too Many Requests',
+      message: 'Too many requests',
+    });
+    expect(guesses[0]!.headers.get('x-ratelimit-limit')).toBeNull();
+    // The budget has an identity of its own, apart from the address's `ip:` budgets.
+    expect(await redis.keys(`${prefix}:*`)).toEqual([
+      `${prefix}:{admin-auth:ip:127.0.0.1}:rate-limit-admin:failed-authentication:tb`,
+    ]);
+  });
+});

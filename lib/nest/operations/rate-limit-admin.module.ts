@@ -22,7 +22,8 @@ import { quote, RateLimitBackendError, RateLimitConfigError } from '../../core/e
 import type { RateInput } from '../../core/rate.js';
 import { userIdentity } from '../../http/identities.js';
 import type { RequestLike } from '../../http/ip.js';
-import { SkipRateLimit } from '../declare/decorators.js';
+import { RateLimit, SkipRateLimit } from '../declare/decorators.js';
+import { keys } from '../declare/keys.js';
 import { RateLimitService } from './rate-limit.service.js';
 
 /** Options of {@link RateLimitAdminModule.forRoot}. */
@@ -42,7 +43,18 @@ export interface RateLimitAdminOptions {
    * `sub` or `userId`); none when there is no user. Return undefined for none.
    */
   actor?: (request: unknown) => string | undefined;
+  /**
+   * Failed authentications (401 and 403 from `guards`) allowed per client address before the
+   * endpoints answer 429 until the budget refills (`'10/m'`, `{ limit, periodMs }`), so an
+   * operator token cannot be guessed without limit. Requests the guards admit spend nothing.
+   * Default `'10/m'`; `false` turns it off (a gateway in front limits them already). Needs the
+   * module's global guard and a store that can refund (memory and Redis can).
+   */
+  failedAuthentications?: RateInput | false;
 }
+
+/** The budget of failed authentications, shared by every admin endpoint of an address. */
+const AUTH_SCOPE = 'rate-limit-admin';
 
 const MAX_IDENTITY_LENGTH = 1024;
 
@@ -109,7 +121,24 @@ export class RateLimitAdminModule {
         where,
       );
     }
-    return { module: RateLimitAdminModule, controllers: [adminController(path, guards, actor)] };
+    const failed = options?.failedAuthentications ?? '10/m';
+    const controller = adminController(path, guards, actor);
+    if (failed !== false) {
+      // Decided before the operator's guards (the key reads no user), kept only for what
+      // they refuse: a guess costs one unit, an operator's request nothing.
+      RateLimit(failed, {
+        name: 'failed-authentication',
+        // An identity of its own per address: the app's `ip:` budgets, and what an
+        // operator inspects or resets of them, stay apart from these.
+        key: keys.withoutUser((_ctx, { ip }) => `admin-auth:${ip()}`),
+        scope: AUTH_SCOPE,
+        count: 'failed',
+        failed: (status) => status === 401 || status === 403,
+        exposeDetails: false,
+        headers: false,
+      })(controller);
+    }
+    return { module: RateLimitAdminModule, controllers: [controller] };
   }
 }
 
@@ -129,6 +158,7 @@ function adminController(
 ): Type {
   @Controller(path)
   @UseGuards(...guards)
+  // No module default or other limit here: operators act while limits are tripping.
   @SkipRateLimit()
   class RateLimitAdminController {
     constructor(@Inject(RateLimitService) private readonly service: RateLimitService) {}
