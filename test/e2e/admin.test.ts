@@ -79,6 +79,18 @@ interface Json {
   body: Record<string, unknown>;
 }
 
+/** Boots `module` on `platform`, listening on a free port of 127.0.0.1. */
+async function listening(
+  platform: Platform,
+  module: new () => unknown,
+  logs: CapturingLogger,
+): Promise<{ url: string; close: () => Promise<void> }> {
+  const app = await bootstrap(platform, module, logs);
+  await app.listen(0, '127.0.0.1');
+  const url = (await app.getUrl()).replace('[::1]', '127.0.0.1').replace('localhost', '127.0.0.1');
+  return { url, close: () => app.close() };
+}
+
 let redis: Redis;
 beforeAll(() => {
   redis = newRedis();
@@ -101,10 +113,7 @@ describe.each(PLATFORMS)('admin endpoints on %s', (platform: Platform) => {
       controllers: [ItemsController],
     })
     class AdminApp {}
-    const app = await bootstrap(platform, AdminApp, logs);
-    await app.listen(0, '127.0.0.1');
-    url = (await app.getUrl()).replace('[::1]', '127.0.0.1').replace('localhost', '127.0.0.1');
-    close = () => app.close();
+    ({ url, close } = await listening(platform, AdminApp, logs));
   });
   afterAll(() => close?.());
   beforeEach(() => logs.clear());
@@ -351,10 +360,7 @@ describe.each(PLATFORMS)('failed authentications at the admin endpoints on %s', 
       ],
     })
     class GuardedAdminApp {}
-    const app = await bootstrap(platform, GuardedAdminApp, new CapturingLogger());
-    await app.listen(0, '127.0.0.1');
-    url = (await app.getUrl()).replace('[::1]', '127.0.0.1').replace('localhost', '127.0.0.1');
-    close = () => app.close();
+    ({ url, close } = await listening(platform, GuardedAdminApp, new CapturingLogger()));
   });
   afterAll(() => close?.());
 
