@@ -162,7 +162,9 @@ class LockedController {
 describe.each(PLATFORMS)('policies behind a route guard, on %s', (platform) => {
   let h: AppHandle;
   beforeAll(async () => {
-    h = await createApp(platform, {}, [
+    // Address budgets of exactly each policy's limit (addressBurst 1), so that the numbers
+    // here stay small; the default burst is the next suite's.
+    h = await createApp(platform, { addressBurst: 1 }, [
       MeController,
       FeedController,
       AuthController,
@@ -329,3 +331,89 @@ describe.each(PLATFORMS)('policies behind a route guard, on %s', (platform) => {
     expect(await statuses(1, '/twice', bearer('grace'))).toEqual([200]);
   });
 });
+
+/**
+ * An auth guard that holds every request until `expected` have reached it or been refused
+ * before it: all of them are in flight to the guard at once, without a sleep.
+ */
+const office = {
+  expected: 0,
+  arrived: 0,
+  refusedEarly: 0,
+  open: () => {},
+  gate: Promise.resolve(),
+};
+function expectTogether(expected: number): { refusedEarly: () => void } {
+  Object.assign(office, { expected, arrived: 0, refusedEarly: 0 });
+  office.gate = new Promise<void>((resolve) => (office.open = resolve));
+  return {
+    refusedEarly: () => {
+      office.refusedEarly++;
+      if (office.arrived + office.refusedEarly >= office.expected) office.open();
+    },
+  };
+}
+
+@Injectable()
+class OfficeGuard implements CanActivate {
+  async canActivate(ctx: ExecutionContext): Promise<boolean> {
+    office.arrived++;
+    if (office.arrived + office.refusedEarly >= office.expected) office.open();
+    await office.gate;
+    return new JwtGuard().canActivate(ctx);
+  }
+}
+
+@Controller('office')
+@UseGuards(OfficeGuard)
+class OfficeController {
+  @Get()
+  @RateLimit('5/m')
+  office() {
+    return 'office';
+  }
+}
+
+describe.each(PLATFORMS)(
+  'many users behind one address (the default addressBurst), on %s',
+  (platform) => {
+    let h: AppHandle;
+    beforeAll(async () => {
+      h = await createApp(platform, {}, [OfficeController]);
+    });
+    afterAll(() => h?.close());
+
+    // Regression (issue 22, finding 6): 20 valid users logging in together from one address to
+    // a `5/m` route answered 200 x5 and 429 x15: while they waited on the auth guard, each held
+    // a unit of the address budget, which was the policy's limit (5).
+    it('20 users log in together and all pass; a guesser on that address gets 20, then 429', async () => {
+      const together = expectTogether(20);
+      const users = await Promise.all(
+        Array.from({ length: 20 }, async (_, i) => {
+          const res = await h.get('/office', bearer(`user${i}`));
+          if (res.status !== 200) together.refusedEarly();
+          return res.status;
+        }),
+      );
+      expect(users).toEqual(Array(20).fill(200));
+
+      // Bad tokens from the same address, sent together too: the burst reaches the guard, the
+      // rest is refused before it, and then the policy's own rate (one every 12 s) applies.
+      const guessing = expectTogether(25);
+      const guesses = await Promise.all(
+        Array.from({ length: 25 }, async () => {
+          const res = await h.get('/office', { authorization: 'Bearer' });
+          if (res.status === 429) guessing.refusedEarly();
+          return res.status;
+        }),
+      );
+      expect(guesses.filter((s) => s === 401)).toHaveLength(20);
+      expect(guesses.filter((s) => s === 429)).toHaveLength(5);
+      const next = await h.get('/office', bearer('late'));
+      expect(next.status).toBe(429);
+      const wait = Number(next.headers.get('retry-after'));
+      expect(wait).toBeGreaterThanOrEqual(1);
+      expect(wait).toBeLessThanOrEqual(12);
+    });
+  },
+);

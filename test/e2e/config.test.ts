@@ -40,6 +40,7 @@ describe('bad @RateLimit arguments fail when the class is defined, naming the ro
       /burst 5/,
     ],
     ['cost -1', '5/m', { cost: -1 }, 'ERR_RATE_LIMIT_COST', /cost -1/],
+    ['addressBurst 0', '5/m', { addressBurst: 0 }, 'ERR_RATE_LIMIT_OPTION', /addressBurst 0/],
     ['a cost above the capacity', '5/m', { cost: 6 }, 'ERR_RATE_LIMIT_COST', /cost 6/],
     ["scope 'a:b'", '5/m', { scope: 'a:b' }, 'ERR_RATE_LIMIT_SCOPE', /scope "a:b"/],
     ['a bad name', '5/m', { name: 'two words' }, 'ERR_RATE_LIMIT_NAME', /"two words"/],
@@ -166,6 +167,7 @@ describe.each(PLATFORMS)('bad module options fail at bootstrap on %s', (platform
     ['controlRefreshMs: -1', { controlRefreshMs: -1 }, /invalid controlRefreshMs -1/],
     ['controlRefreshMs: 2.5', { controlRefreshMs: 2.5 }, /invalid controlRefreshMs 2\.5/],
     ["prefix: 'a b'", { prefix: 'a b' }, /invalid prefix "a b"/],
+    ['addressBurst: 2.5', { addressBurst: 2.5 }, /invalid addressBurst 2\.5.*RateLimitModule/],
     [
       'circuitBreaker.cooldownMs: 0',
       { circuitBreaker: { cooldownMs: 0 } },

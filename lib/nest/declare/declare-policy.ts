@@ -49,6 +49,7 @@ export function declare(
       where,
     );
   }
+  checkAddressBurst(options.addressBurst, where);
   for (const fn of ['key', 'failed'] as const) {
     if (options[fn] !== undefined && typeof options[fn] !== 'function') {
       throw new RateLimitConfigError(
@@ -75,4 +76,18 @@ export function declare(
     return { name, rateFn: rate, options, where };
   }
   return { name, policy: definePolicy({ ...shape, rate }, where), options, where };
+}
+
+/**
+ * Checks an `addressBurst` (see {@link RateLimitOptions.addressBurst}): undefined, or an
+ * integer >= 1.
+ * @throws {RateLimitConfigError} `ERR_RATE_LIMIT_OPTION`, quoting the value
+ */
+export function checkAddressBurst(burst: unknown, where: string): void {
+  if (burst === undefined || (Number.isSafeInteger(burst) && (burst as number) >= 1)) return;
+  throw new RateLimitConfigError(
+    'ERR_RATE_LIMIT_OPTION',
+    `invalid addressBurst ${quote(burst)}: expected an integer >= 1`,
+    where,
+  );
 }

@@ -46,6 +46,12 @@ export interface RateLimitModuleOptions {
   key?: KeyFn;
   /** First part of every Redis key. Default `'rl'`. */
   prefix?: string;
+  /**
+   * The `addressBurst` of policies that do not say (see {@link RateLimitOptions.addressBurst}):
+   * how many requests of one address may wait on a route's own auth guards at once. An
+   * integer >= 1. Default 20.
+   */
+  addressBurst?: number;
   /** Answer 503 when the store is unreachable, for policies that do not say. Default false (fail-open). Shorthand for `onStoreFailure: 'closed'`. */
   failClosed?: boolean;
   /**

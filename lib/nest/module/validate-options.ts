@@ -4,6 +4,7 @@ import { AllowList } from '../../http/allow-list.js';
 import { RateLimiter } from '../../core/limiter.js';
 import { MemoryStore } from '../../core/stores/memory-store.js';
 import { declareDefaults } from '../declare/defaults.js';
+import { checkAddressBurst } from '../declare/declare-policy.js';
 import { validateMetricsOption } from '../observability/metrics.js';
 import type { RateLimitStore } from '../../core/stores/store.js';
 import type { RateLimitModuleOptions } from './options.js';
@@ -104,6 +105,7 @@ export function validateOptions(options: RateLimitModuleOptions): void {
   if (instances !== undefined && (!Number.isSafeInteger(instances) || instances < 1)) {
     fail('instances', 'an integer >= 1');
   }
+  checkAddressBurst(options.addressBurst, 'RateLimitModule');
   for (const name of ['failClosed', 'global', 'tracing'] as const) {
     if (options[name] !== undefined && typeof options[name] !== 'boolean') fail(name, 'a boolean');
   }

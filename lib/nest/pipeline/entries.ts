@@ -5,7 +5,7 @@ import type { RateInput } from '../../core/rate.js';
 import type { RateLimitEvents } from '../observability/events.js';
 import type { IdentityOf } from './identify.js';
 import type { RateLimitModuleOptions } from '../module/options.js';
-import type { Route, Rule } from '../plan/rules.js';
+import { addressPolicy, type Route, type Rule } from '../plan/rules.js';
 
 /** A rule and what it asks of the store for one request. */
 export type Entry = { rule: Rule; entry: LimitEntry };
@@ -92,6 +92,7 @@ export class PolicyResolver {
       rule.options.burst,
       // Resolved: one module default per route has one scope per route.
       rule.scope,
+      rule.addressBurst,
     ]);
     let policy = this.dynamicPolicies.get(cacheKey);
     if (!policy) {
@@ -107,6 +108,9 @@ export class PolicyResolver {
         },
         rule.where,
       );
+      if (rule.addressBurst !== undefined) {
+        policy = addressPolicy(policy, rule.addressBurst, rule.where);
+      }
       if (this.dynamicPolicies.size >= MAX_DYNAMIC_POLICIES) this.dynamicPolicies.clear();
       this.dynamicPolicies.set(cacheKey, policy);
     }

@@ -10,6 +10,7 @@ import { keys, needsUser } from '../declare/keys.js';
 import { declareDefaults } from '../declare/defaults.js';
 import type { RateLimitModuleOptions, StoreFailureMode } from '../module/options.js';
 import {
+  DEFAULT_ADDRESS_BURST,
   isConcurrency,
   routeOfRules,
   unauthenticatedRule,
@@ -102,7 +103,14 @@ export class RouteTable {
               unauthenticated: routeOfRules(
                 name,
                 // A slot is per request in flight: nothing to hold for refused ones.
-                late.filter((r) => !r.shadow && !isConcurrency(r.policy)).map(unauthenticatedRule),
+                late
+                  .filter((r) => !r.shadow && !isConcurrency(r.policy))
+                  .map((r) =>
+                    unauthenticatedRule(
+                      r,
+                      r.options.addressBurst ?? this.options.addressBurst ?? DEFAULT_ADDRESS_BURST,
+                    ),
+                  ),
               ),
             },
           };

@@ -1,4 +1,4 @@
-import type { Policy } from '../../core/policy.js';
+import { resolvePolicy, type Policy } from '../../core/policy.js';
 import type { CostFn, RateFn, RateLimitOptions, StoreFailureMode } from '../declare/decorators.js';
 import type { KeyFn } from '../declare/keys.js';
 
@@ -22,6 +22,11 @@ export interface Rule {
   readonly headers: boolean;
   readonly exposeDetails: boolean;
   readonly where: string;
+  /**
+   * On an address budget (see {@link unauthenticatedRule}) whose rate comes from a rate
+   * function: the burst its per-request policy is given (see {@link addressPolicy}).
+   */
+  readonly addressBurst?: number;
 }
 
 /** The rules of one route, split once by mode. */
@@ -49,18 +54,27 @@ export interface Route {
 }
 
 /**
+ * How many requests of one address may be in flight to a route's own guards at once (and,
+ * with none given back, how many its guards may refuse in a row) before the address is
+ * refused: the default {@link RateLimitOptions.addressBurst}. Sized for an office or a
+ * carrier NAT whose users log in together; the sustained rate stays the policy's own.
+ */
+export const DEFAULT_ADDRESS_BURST = 20;
+
+/**
  * A policy as the budget of an address's requests that the route's guards refuse: spent
  * before the guards run and given back when they admit (counted as `count: 'failed'`, so
  * requests in flight together all count); no user yet, so a cost function (which may read
  * the user) counts 1; never fail-closed (a store outage must not refuse the users those
- * guards would admit); and without the policy's `block`: the address is shared by everyone
- * behind one NAT, so a penalty there would lock out the valid users with the guesser. The
- * block stays on the per-user policy.
+ * guards would admit); a token bucket at the policy's rate with a burst of at least
+ * `addressBurst` (see {@link addressPolicy}); and without the policy's `block`: the address
+ * is shared by everyone behind one NAT, so a penalty there would lock out the valid users
+ * with the guesser. The block stays on the per-user policy.
  */
-export function unauthenticatedRule(rule: Rule): Rule {
+export function unauthenticatedRule(rule: Rule, addressBurst: number): Rule {
   return {
     ...rule,
-    policy: rule.policy && withoutBlock(rule.policy),
+    policy: rule.policy && addressPolicy(rule.policy, addressBurst, rule.where),
     options: {
       ...rule.options,
       count: 'failed',
@@ -71,7 +85,31 @@ export function unauthenticatedRule(rule: Rule): Rule {
     scope: `${rule.scope.slice(0, 112)}/unauthenticated`,
     cost: typeof rule.cost === 'number' ? rule.cost : 1,
     failClosed: false,
+    addressBurst,
   };
+}
+
+/**
+ * The address budget of `policy`: a token bucket refilling at the policy's rate (its `limit`
+ * per `periodMs`), whatever the policy's algorithm, holding `max(capacity, addressBurst)`.
+ * Valid users get their unit back as soon as the guards admit them, so they only borrow the
+ * burst while they are in flight: many of them behind one address pass together, while a
+ * guesser, whose units are never given back, gets the burst once and then the policy's rate.
+ *
+ * @throws {RateLimitConfigError} `ERR_RATE_LIMIT_BURST` when burst × periodMs exceeds 2^50
+ */
+export function addressPolicy(policy: Policy, addressBurst: number, where: string): Policy {
+  return resolvePolicy(
+    {
+      name: policy.name,
+      rate: { limit: policy.limit, periodMs: policy.periodMs },
+      algorithm: 'token-bucket',
+      burst: Math.max(policy.capacity, addressBurst),
+      scope: policy.scope,
+      cost: policy.cost,
+    },
+    `${where} (address budget)`,
+  );
 }
 
 /** The rules of a route, split by mode. */
@@ -89,10 +127,4 @@ export function routeOfRules(name: string, rules: readonly Rule[]): Route {
 /** A concurrency limit: slots in flight, not a rate. */
 export function isConcurrency(policy: Policy | undefined): boolean {
   return policy?.algorithm === 'concurrency';
-}
-
-function withoutBlock(policy: Policy): Policy {
-  if (policy.blockMs === undefined) return policy;
-  const { blockMs: _blockMs, extendBlock: _extendBlock, ...rest } = policy;
-  return rest;
 }
