@@ -74,7 +74,14 @@ export function consumeCall(
     sent = true;
     return store.consume(storePolicies);
   };
-  return boundedCall(consume, bounds.timeoutMs, bounds.breaker, bounds.progress).then(
+  return boundedCall(
+    consume,
+    bounds.timeoutMs,
+    bounds.breaker,
+    bounds.progress,
+    // A client still connecting: its connection time is not the call's (see RateLimitStore.ready).
+    store,
+  ).then(
     (outcomes) => {
       spent?.(storePolicies, outcomes);
       let decision = decisionOf(policies, outcomes);

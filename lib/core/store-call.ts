@@ -2,6 +2,7 @@ import type { CircuitBreaker } from './circuit-breaker.js';
 import { deadlineIn, finished, type Deadline } from './deadlines.js';
 import { quote, RateLimitBackendError, RateLimitConfigError } from './errors.js';
 import { lateAfterMs, type StoreProgress } from './store-progress.js';
+import type { RateLimitStore } from './stores/store.js';
 
 /**
  * Bounds a store call by `timeoutMs`, passes it through the circuit breaker (when one is
@@ -17,6 +18,10 @@ import { lateAfterMs, type StoreProgress } from './store-progress.js';
  * cannot write (Redis out of memory, a read-only replica) fail the call but are answers: they
  * do not open the breaker either, since the store still refuses what it should refuse.
  *
+ * With `store`, it is asked first whether it can take the call now (`RateLimitStore.ready`):
+ * when it is still connecting, the call is made, and its deadline starts, once it can; when
+ * it cannot, the call is never made.
+ *
  * @param timeoutMs longest wait in **ms** without progress; `Infinity` waits forever
  */
 export function boundedCall<T>(
@@ -24,13 +29,24 @@ export function boundedCall<T>(
   timeoutMs: number,
   breaker: CircuitBreaker | undefined,
   progress?: StoreProgress,
+  store?: Pick<RateLimitStore, 'ready'>,
 ): Promise<T> {
   if (breaker && !breaker.tryAcquire()) {
     return Promise.reject(
       new RateLimitBackendError('unavailable', 'rate-limit store skipped: circuit breaker open'),
     );
   }
-  return waitFor(call, timeoutMs, breaker, progress);
+  const ready = store?.ready?.();
+  if (ready === undefined) return waitFor(call, timeoutMs, breaker, progress);
+  return ready.then(
+    () => waitFor(call, timeoutMs, breaker, progress),
+    (error: unknown) => {
+      breaker?.failed();
+      // One error per call, even when many waited on one connection: a caller may add to it.
+      const failure = toBackendError(error);
+      throw new RateLimitBackendError(failure.kind, failure.message, { cause: error });
+    },
+  );
 }
 
 function waitFor<T>(

@@ -257,8 +257,16 @@ describe('RateLimiter: backend failures', () => {
         limiter.consume('user:42', TEN_PER_MINUTE),
       )) as RateLimitBackendError;
       expect(error.kind).toBe('unavailable');
+      // Its first connection fails: the call is never handed to the client (issue 22, finding 11).
       expect(error.message).toBe(
-        "rate-limit store unreachable: not connected to Redis (Stream isn't writeable and enableOfflineQueue options is false)",
+        'rate-limit store unreachable: not connected to Redis (its first connection failed)',
+      );
+      // Once it is reconnecting, at once, without waiting for it.
+      const again = (await rejection(
+        limiter.consume('user:42', TEN_PER_MINUTE),
+      )) as RateLimitBackendError;
+      expect(again.message).toBe(
+        `rate-limit store unreachable: not connected to Redis (client ${client.status})`,
       );
     } finally {
       client.disconnect();

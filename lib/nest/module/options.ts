@@ -115,7 +115,11 @@ export interface RateLimitModuleOptions {
   guard?: Type<CanActivate>;
   /** See `RateLimiterOptions.circuitBreaker`. */
   circuitBreaker?: CircuitBreakerOptions | false;
-  /** How long bootstrap waits for a Redis client the module creates to connect, in **ms**. Default 1000. */
+  /**
+   * How long bootstrap waits for a Redis client the module creates to connect, in **ms**; and
+   * how long a request waits for a client still making its first connection (a client passed
+   * in included) before its store call is sent. Default 1000.
+   */
   connectTimeoutMs?: number;
   /**
    * On Redis: how often, in **ms**, this instance reads the index of identities that have an
