@@ -28,6 +28,14 @@ interface Refused {
 const ENTRY_BYTES = 160;
 
 /**
+ * A refusal remembered less than this long ago (ms) is left as it is when the store refuses
+ * again (a client hammering while refused: every request), as long as its wait covers the new
+ * one to within this long: a refusal then ends at most this much early, and the oldest-first
+ * order needs no finer grain. Saves a Map delete, set and an object per refusal.
+ */
+const REFRESH_MS = 100;
+
+/**
  * The refusals this process saw the store make, per policy state key, until their wait is
  * over: what the limiter still knows when the store fails (an error, a timeout, the circuit
  * breaker open, Redis out of memory or read-only), so that a client already over its limit
@@ -74,7 +82,13 @@ export class RecentRefusals {
       if (d.allowed || !(d.retryAfterMs > 0 && d.retryAfterMs < Infinity)) continue;
       if (p.cost === 0 || p.algorithm === 'concurrency') continue;
       at ??= this.clock();
-      this.drop(p.key);
+      const found = this.entries.get(p.key);
+      if (found !== undefined) {
+        const age = at - found.at;
+        if (age >= 0 && age < REFRESH_MS && found.retryAfterMs - age + REFRESH_MS >= d.retryAfterMs)
+          continue;
+        this.drop(p.key);
+      }
       const refused: Refused = {
         name: d.name,
         limit: d.limit,

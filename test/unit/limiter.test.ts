@@ -323,6 +323,19 @@ describe('RateLimiter: backend failures', () => {
     expect((error as RateLimitBackendError).kind).toBe('unavailable');
   });
 
+  it('rejects a maxWaitMs below timeoutMs, or not a number (ERR_RATE_LIMIT_OPTION)', () => {
+    const store: RateLimitStore = {
+      consume: () => new Promise<StoreOutcome[]>(() => {}),
+      deleteByPrefix: () => Promise.resolve(0),
+    };
+    for (const maxWaitMs of [50, Number.NaN, '1000' as unknown as number]) {
+      expect(() => new RateLimiter({ store, timeoutMs: 100, maxWaitMs })).toThrow(
+        expect.objectContaining({ code: 'ERR_RATE_LIMIT_OPTION' }),
+      );
+    }
+    expect(() => new RateLimiter({ store, timeoutMs: 100, maxWaitMs: Infinity })).not.toThrow();
+  });
+
   it('rejects with kind timeout when the store never answers within timeoutMs', async () => {
     const store: RateLimitStore = {
       consume: () => new Promise<StoreOutcome[]>(() => {}),

@@ -57,6 +57,21 @@ describe('RecentRefusals', () => {
     expect(refusals.size).toBe(0);
   });
 
+  it('a refusal remembered again within 100 ms stays as it was, unless the new wait is longer (a block extended)', () => {
+    let now = 0;
+    const refusals = new RecentRefusals({ clock: () => now });
+    const p = [policy('user:1')];
+    refusals.remember(p, refusedFor(1000));
+    now = 50;
+    refusals.remember(p, refusedFor(950));
+    expect(refusals.refusal(p)?.decision.policies[0]!.retryAfterMs).toBe(950);
+    refusals.remember(p, refusedFor(60_000));
+    expect(refusals.refusal(p)?.decision.policies[0]!.retryAfterMs).toBe(60_000);
+    now = 200;
+    refusals.remember(p, refusedFor(500));
+    expect(refusals.refusal(p)?.decision.policies[0]!.retryAfterMs).toBe(500);
+  });
+
   it('names only the refusing policies of a request, by their index; other identities are unknown', () => {
     const refusals = new RecentRefusals({ clock: () => 0 });
     refusals.remember([policy('user:1', 'burst')], refusedFor(1000, 'burst'));
