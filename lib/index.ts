@@ -17,6 +17,7 @@ export {
   type BackendErrorKind,
   type RateLimitErrorCode,
 } from './core/errors.js';
+export type { KnownRefusal } from './core/decision.js';
 export { controlKey, identityTag, policyKey } from './core/keys.js';
 export {
   applicableOverride,

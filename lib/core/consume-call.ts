@@ -1,10 +1,11 @@
-import type { CircuitBreaker } from './circuit-breaker.js';
 import { leasesOf, slotRefused } from './concurrency.js';
 import { signatureOf, type DenyCache } from './deny-cache.js';
+import { RateLimitBackendError } from './errors.js';
 import { identityKeyPrefix } from './keys.js';
 import type { ConsumeOptions, LimitEntry } from './limiter-types.js';
 import { checkCost, checkScope, type Decision, type Policy } from './policy.js';
-import { abandonLeases } from './request-end-calls.js';
+import type { RecentRefusals } from './refusals.js';
+import { abandonLeases, type CallBounds } from './request-end-calls.js';
 import { boundedCall } from './store-call.js';
 import { decisionOf, storePoliciesOf } from './store-policies.js';
 import type { RateLimitStore, StoreOutcome, StorePolicy } from './stores/store.js';
@@ -15,7 +16,9 @@ import type { RateLimitStore, StoreOutcome, StorePolicy } from './stores/store.j
 /**
  * Decides `entries` in one bounded store call (none when the deny cache remembers the
  * refusal), and leaves nothing behind: slots taken for a request that is refused or
- * whose call failed are given back, a denial is remembered.
+ * whose call failed are given back, a denial is remembered. When the call fails, the
+ * rejection carries the refusal `refusals` still knows of, if any (see
+ * `RateLimitBackendError.refusal`).
  *
  * @param peek spend nothing and write nothing (cost 0), and skip the deny cache
  * @param spent called with what the store answered, before the decision is made from it
@@ -26,9 +29,9 @@ import type { RateLimitStore, StoreOutcome, StorePolicy } from './stores/store.j
 export function consumeCall(
   store: RateLimitStore,
   prefix: string,
-  timeoutMs: number,
-  breaker: CircuitBreaker | undefined,
+  bounds: CallBounds,
   denials: DenyCache | undefined,
+  refusals: RecentRefusals,
   entries: readonly LimitEntry[],
   options: ConsumeOptions,
   peek: boolean,
@@ -52,7 +55,9 @@ export function consumeCall(
   } catch (error) {
     return Promise.reject(error as Error);
   }
-  const cache = peek || options.denyCache === false ? undefined : denials;
+  // Shadow policies (`denyCache: false`) and peeks neither use nor feed what is remembered.
+  const remembers = !peek && options.denyCache !== false;
+  const cache = remembers ? denials : undefined;
   // While the cache remembers no refusal (the usual case), no signature to build per request.
   let signature: string | undefined;
   if (cache !== undefined && cache.size !== 0) {
@@ -69,7 +74,14 @@ export function consumeCall(
     sent = true;
     return store.consume(storePolicies);
   };
-  return boundedCall(consume, timeoutMs, breaker).then(
+  return boundedCall(
+    consume,
+    bounds.timeoutMs,
+    bounds.breaker,
+    bounds.progress,
+    // A client still connecting: its connection time is not the call's (see RateLimitStore.ready).
+    store,
+  ).then(
     (outcomes) => {
       spent?.(storePolicies, outcomes);
       let decision = decisionOf(policies, outcomes);
@@ -79,6 +91,7 @@ export function consumeCall(
       // leaves the slots an earlier one took. Given back at once, not after their lease.
       else if (!decision.allowed && entries.some((e) => e.identity !== entries[0]!.identity))
         abandonLeases(store, storePolicies);
+      if (remembers && !decision.allowed) refusals.remember(storePolicies, decision);
       if (cache && !decision.allowed && !slotRefused(storePolicies, outcomes)) {
         cache.remember(
           signature ?? signatureOf(storePolicies),
@@ -93,6 +106,10 @@ export function consumeCall(
       // to give them back: released now (after it, on the same connection), not after
       // their lease.
       if (sent) abandonLeases(store, storePolicies);
+      if (remembers && error instanceof RateLimitBackendError) {
+        const known = refusals.refusal(storePolicies);
+        if (known) error.refusal = known;
+      }
       throw error;
     },
   );

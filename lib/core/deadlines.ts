@@ -3,8 +3,12 @@ export interface Deadline {
   readonly at: number;
   /** Set once the call has an outcome: the queue then drops it without a word. */
   done: boolean;
-  /** Called once `at` has passed and the call is still not `done`. */
-  expire: () => void;
+  /**
+   * Called once `at` has passed and the call is still not `done`, with how late the timer
+   * fired, in **ms**: how long this process kept it from running (a busy event loop, a
+   * garbage collection), during which no reply could be read either.
+   */
+  expire: (lateMs: number) => void;
 }
 
 const NOTHING = (): void => {};
@@ -31,6 +35,8 @@ class DeadlineQueue {
   private readonly queue: Deadline[] = [];
   private head = 0;
   private timer: ReturnType<typeof setTimeout> | undefined;
+  /** When the timer should fire (`performance.now()` ms). */
+  private dueAt = 0;
 
   constructor(private readonly timeoutMs: number) {}
 
@@ -39,7 +45,7 @@ class DeadlineQueue {
     return this.queue.length - this.head;
   }
 
-  add(expire: () => void): Deadline {
+  add(expire: (lateMs: number) => void): Deadline {
     const deadline: Deadline = { at: performance.now() + this.timeoutMs, done: false, expire };
     const queue = this.queue;
     // Calls mostly finish in the order they started: the answered ones at the head go now,
@@ -62,6 +68,7 @@ class DeadlineQueue {
   }
 
   private arm(ms: number): ReturnType<typeof setTimeout> {
+    this.dueAt = performance.now() + Math.max(1, Math.ceil(ms));
     const timer = setTimeout(() => this.due(), Math.max(1, Math.ceil(ms)));
     // The calls themselves (sockets, promises) keep the process alive, not their deadlines.
     timer.unref();
@@ -71,6 +78,8 @@ class DeadlineQueue {
   private due(): void {
     this.timer = undefined;
     const now = performance.now();
+    // Every deadline it expires waited through the same stall: each is told its length.
+    const lateMs = Math.max(0, now - this.dueAt);
     const queue = this.queue;
     while (this.head < queue.length) {
       const next = queue[this.head]!;
@@ -78,7 +87,7 @@ class DeadlineQueue {
       this.head++;
       if (!next.done) {
         next.done = true;
-        next.expire();
+        next.expire(lateMs);
       }
     }
     if (this.head === queue.length) {
@@ -101,7 +110,7 @@ const queues = new Map<number, DeadlineQueue>();
  * Registers a call that times out `timeoutMs` from now (finite, > 0): `expire` runs then,
  * unless the returned deadline was marked `done` first.
  */
-export function deadlineIn(timeoutMs: number, expire: () => void): Deadline {
+export function deadlineIn(timeoutMs: number, expire: (lateMs: number) => void): Deadline {
   let queue = queues.get(timeoutMs);
   if (queue === undefined) queues.set(timeoutMs, (queue = new DeadlineQueue(timeoutMs)));
   return queue.add(expire);

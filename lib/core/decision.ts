@@ -49,3 +49,14 @@ export interface Decision {
    */
   readonly leases?: readonly Lease[];
 }
+
+/**
+ * A refusal this process knows without its store (see `RateLimitBackendError.refusal`): the
+ * store refused these policies of the same identity, scope and name a moment ago, and their
+ * wait is not over. Only those policies are in it: `decision.policies[k]` is the request's
+ * policy at `indexes[k]`, its waits counted down since.
+ */
+export interface KnownRefusal {
+  readonly decision: Decision;
+  readonly indexes: readonly number[];
+}

@@ -1,3 +1,5 @@
+import type { KnownRefusal } from './decision.js';
+
 /**
  * Stable error codes, one per kind of misconfiguration. Users search for the code;
  * the README lists every one of them.
@@ -47,6 +49,13 @@ export type BackendErrorKind = 'timeout' | 'unavailable' | 'error';
  */
 export class RateLimitBackendError extends Error {
   override readonly name = 'RateLimitBackendError';
+  /**
+   * Set by `RateLimiter` when the request is refused all the same: this process saw the store
+   * refuse some of its policies (same identity, scope and name), and that refusal's wait is
+   * not over. Refuse with it rather than failing open: a client already over its limit stays
+   * refused while the store cannot be asked.
+   */
+  refusal?: KnownRefusal;
 
   constructor(
     readonly kind: BackendErrorKind,

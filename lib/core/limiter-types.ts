@@ -21,11 +21,20 @@ export interface RateLimiterOptions {
   /** First part of every key (DESIGN §5). Default `'rl'`. */
   prefix?: string;
   /**
-   * Longest wait for one store call, in **ms** (default 100). Past it the call fails with
-   * a {@link RateLimitBackendError} of kind `timeout`; the call is not retried, and its
-   * late reply is ignored. `Infinity` waits forever.
+   * Longest wait for one store call while the store answers nothing, in **ms** (default 100).
+   * Past it the call fails with a {@link RateLimitBackendError} of kind `timeout`; the call
+   * is not retried, and its late reply is ignored. A store that answered other calls
+   * meanwhile is behind, not down, as is one whose call this process itself held up (its
+   * timer ran late: a busy event loop): the call keeps waiting, up to `maxWaitMs`, and such a
+   * timeout never opens the circuit breaker. `Infinity` waits forever.
    */
   timeoutMs?: number;
+  /**
+   * Longest wait, in **ms**, for a store call while the store is behind (see `timeoutMs`):
+   * checked every `timeoutMs`, so a call gives up at the first check past it. At least
+   * `timeoutMs`; `Infinity` waits as long as the store keeps answering. Default 10 × `timeoutMs`.
+   */
+  maxWaitMs?: number;
   /**
    * Stops calling a store that keeps failing, for a cool-down, then probes it with one
    * call. Default `{ failureThreshold: 5, cooldownMs: 2000 }`; `false` turns it off.

@@ -6,7 +6,9 @@ import { CircuitBreaker, type CircuitState } from './circuit-breaker.js';
 import type { Lease } from './concurrency.js';
 import { consumeCall } from './consume-call.js';
 import { DenyCache } from './deny-cache.js';
+import { RecentRefusals } from './refusals.js';
 import { boundedCall, checkTimeoutMs } from './store-call.js';
+import { checkMaxWaitMs, StoreProgress } from './store-progress.js';
 import { refundCall, releaseCall, spendingOf, type CallBounds } from './request-end-calls.js';
 import type {
   ConsumeOptions,
@@ -47,8 +49,11 @@ export class RateLimiter {
   readonly timeoutMs: number;
   private readonly breaker: CircuitBreaker | undefined;
   private readonly denials: DenyCache | undefined;
+  /** What the store refused, for when it cannot answer (see `RateLimitBackendError.refusal`). */
+  private readonly refusals = new RecentRefusals();
+  private readonly callBounds: CallBounds;
 
-  /** @throws {RateLimitConfigError} `ERR_RATE_LIMIT_OPTION` for a bad `prefix`, `timeoutMs` or `circuitBreaker` */
+  /** @throws {RateLimitConfigError} `ERR_RATE_LIMIT_OPTION` for a bad `prefix`, `timeoutMs`, `maxWaitMs` or `circuitBreaker` */
   constructor(options: RateLimiterOptions) {
     const { store, prefix = 'rl', timeoutMs = 100, circuitBreaker = {}, denyCache } = options;
     if (!store || typeof store.consume !== 'function') {
@@ -60,27 +65,31 @@ export class RateLimiter {
     }
     checkPrefix(prefix, 'RateLimiter');
     checkTimeoutMs(timeoutMs, 'RateLimiter');
+    const maxWaitMs = checkMaxWaitMs(options.maxWaitMs ?? 10 * timeoutMs, timeoutMs, 'RateLimiter');
     this.store = store;
     this.prefix = prefix;
     this.timeoutMs = timeoutMs;
     this.breaker = circuitBreaker === false ? undefined : new CircuitBreaker(circuitBreaker);
+    this.callBounds = { timeoutMs, breaker: this.breaker, progress: new StoreProgress(maxWaitMs) };
     this.denials =
       denyCache === undefined || denyCache === false
         ? undefined
         : new DenyCache(denyCache === true ? {} : denyCache);
-    const denials = this.denials;
-    store.watchControls?.(
-      prefix,
-      denials && ((identities) => identities.forEach((p) => denials.invalidate(p))),
-    );
+    store.watchControls?.(prefix, (identities) => identities.forEach((p) => this.forgetPrefix(p)));
   }
 
   /**
-   * Forgets the denials the deny cache holds for `identity` (done by `reset`, and by the
-   * module's service on every override or exemption change).
+   * Forgets the denials the deny cache holds for `identity`, and the refusals remembered for
+   * when the store fails (done by `reset`, and by the module's service on every override or
+   * exemption change).
    */
   forgetDenials(identity: string): void {
-    this.denials?.invalidate(identityKeyPrefix(this.prefix, identity));
+    this.forgetPrefix(identityKeyPrefix(this.prefix, identity));
+  }
+
+  private forgetPrefix(identityPrefix: string): void {
+    this.denials?.invalidate(identityPrefix);
+    this.refusals.forget(identityPrefix);
   }
 
   /** The circuit breaker's state; `closed` when it is turned off. */
@@ -223,7 +232,7 @@ export class RateLimiter {
   }
 
   private bounds(): CallBounds {
-    return { timeoutMs: this.timeoutMs, breaker: this.breaker };
+    return this.callBounds;
   }
 
   private run(
@@ -235,9 +244,9 @@ export class RateLimiter {
     return consumeCall(
       this.store,
       this.prefix,
-      this.timeoutMs,
-      this.breaker,
+      this.callBounds,
       this.denials,
+      this.refusals,
       entries,
       options,
       peek,

@@ -5,14 +5,19 @@ import type { Spending } from './limiter-types.js';
 import type { StoreOutcome, StorePolicy } from './stores/store.js';
 import type { RateLimitStore } from './stores/store.js';
 import { boundedCall } from './store-call.js';
+import type { StoreProgress } from './store-progress.js';
 
 // What a request gives back once it ends (see RateLimiter.spend, refund and release): the
 // store calls behind them, apart from the limiter's decisions.
 
-/** A request's store call settings: `timeoutMs` in **ms**, and the circuit breaker if any. */
+/**
+ * A request's store call settings: `timeoutMs` in **ms**, the circuit breaker if any, and
+ * what tells a store behind from a store down (see `boundedCall`).
+ */
 export interface CallBounds {
   readonly timeoutMs: number;
   readonly breaker: CircuitBreaker | undefined;
+  readonly progress?: StoreProgress;
 }
 
 /** What the refundable policies of one request spent (see `RateLimiter.spend`). */
@@ -48,7 +53,12 @@ export function refundCall(
     .filter((r) => indexes === undefined || indexes.includes(r.index))
     .map((r) => r.refund);
   if (refunds.length === 0) return Promise.resolve(0);
-  return boundedCall(() => store.refund!(refunds), bounds.timeoutMs, bounds.breaker);
+  return boundedCall(
+    () => store.refund!(refunds),
+    bounds.timeoutMs,
+    bounds.breaker,
+    bounds.progress,
+  );
 }
 
 /** See `RateLimiter.release`. @throws {RateLimitConfigError} for a store without `release` */
@@ -65,7 +75,12 @@ export function releaseCall(
     );
   }
   if (leases.length === 0) return Promise.resolve(0);
-  return boundedCall(() => store.release!(leases), bounds.timeoutMs, bounds.breaker);
+  return boundedCall(
+    () => store.release!(leases),
+    bounds.timeoutMs,
+    bounds.breaker,
+    bounds.progress,
+  );
 }
 
 /**

@@ -1,6 +1,8 @@
 import type { CircuitBreaker } from './circuit-breaker.js';
-import { deadlineIn, finished } from './deadlines.js';
+import { deadlineIn, finished, type Deadline } from './deadlines.js';
 import { quote, RateLimitBackendError, RateLimitConfigError } from './errors.js';
+import { lateAfterMs, type StoreProgress } from './store-progress.js';
+import type { RateLimitStore } from './stores/store.js';
 
 /**
  * Bounds a store call by `timeoutMs`, passes it through the circuit breaker (when one is
@@ -8,40 +10,97 @@ import { quote, RateLimitBackendError, RateLimitConfigError } from './errors.js'
  * `timeoutMs` (the late reply is ignored, never retried), `unavailable` while the breaker
  * is open or when the store cannot be reached, `error` when it answered with an error.
  *
- * @param timeoutMs longest wait in **ms**; `Infinity` waits forever
+ * With `progress`, a call past `timeoutMs` is given up only when the store is down, not when
+ * it is behind: while the store answers other calls, or while this process was the one late
+ * (its timer fired late: a busy event loop), the call keeps waiting, up to
+ * `progress.maxWaitMs`, and such a timeout never counts against the circuit breaker. Only a
+ * store that answered nothing during the whole wait opens it. Replies that say the store
+ * cannot write (Redis out of memory, a read-only replica) fail the call but are answers: they
+ * do not open the breaker either, since the store still refuses what it should refuse.
+ *
+ * With `store`, it is asked first whether it can take the call now (`RateLimitStore.ready`):
+ * when it is still connecting, the call is made, and its deadline starts, once it can; when
+ * it cannot, the call is never made.
+ *
+ * @param timeoutMs longest wait in **ms** without progress; `Infinity` waits forever
  */
 export function boundedCall<T>(
   call: () => Promise<T>,
   timeoutMs: number,
   breaker: CircuitBreaker | undefined,
+  progress?: StoreProgress,
+  store?: Pick<RateLimitStore, 'ready'>,
 ): Promise<T> {
   if (breaker && !breaker.tryAcquire()) {
     return Promise.reject(
       new RateLimitBackendError('unavailable', 'rate-limit store skipped: circuit breaker open'),
     );
   }
+  const ready = store?.ready?.();
+  if (ready === undefined) return waitFor(call, timeoutMs, breaker, progress);
+  return ready.then(
+    () => waitFor(call, timeoutMs, breaker, progress),
+    (error: unknown) => {
+      breaker?.failed();
+      // One error per call, even when many waited on one connection: a caller may add to it.
+      const failure = toBackendError(error);
+      throw new RateLimitBackendError(failure.kind, failure.message, { cause: error });
+    },
+  );
+}
+
+function waitFor<T>(
+  call: () => Promise<T>,
+  timeoutMs: number,
+  breaker: CircuitBreaker | undefined,
+  progress: StoreProgress | undefined,
+): Promise<T> {
   return new Promise<T>((resolve, reject) => {
-    // Only the first outcome counts: a reply that arrives after the timeout is ignored,
-    // so a slow store keeps failing (and opens the circuit) instead of looking healthy.
+    // Only the first outcome counts: a reply that arrives after the call was given up is
+    // ignored (the request was answered without it, never to be counted twice), though it
+    // shows the store is answering.
     let settled = false;
-    const deadline =
-      timeoutMs === Infinity
-        ? undefined
-        : deadlineIn(timeoutMs, () => {
-            const error = new RateLimitBackendError(
+    let deadline: Deadline | undefined;
+    // What the store had answered at the last look, and whether it answered anything since
+    // the call started.
+    let seen = progress === undefined ? 0 : progress.answers;
+    let progressed = false;
+    let started = 0;
+    let checks = 0;
+    if (timeoutMs !== Infinity) {
+      const expire = (lateMs: number): void => {
+        // After an event-loop stall, timers run before the replies already sitting in the
+        // socket are read. setImmediate waits out that I/O phase, so a reply that did arrive
+        // in time still wins, and a stall alone never fails a call.
+        setImmediate(() => {
+          if (settled) return;
+          checks++;
+          const waitedMs = performance.now() - started;
+          if (progress !== undefined) {
+            const moved = progress.answers !== seen;
+            seen = progress.answers;
+            if (moved) progressed = true;
+            if ((moved || lateMs >= lateAfterMs(timeoutMs)) && waitedMs < progress.maxWaitMs) {
+              deadline = deadlineIn(timeoutMs, expire);
+              return;
+            }
+          }
+          settled = true;
+          // Only a store that answered nothing in all this time is down.
+          if (!progressed) breaker?.failed();
+          reject(
+            new RateLimitBackendError(
               'timeout',
-              `rate-limit store did not answer within ${timeoutMs} ms`,
-            );
-            // After an event-loop stall, timers run before the replies already sitting in
-            // the socket are read. setImmediate waits out that I/O phase, so a reply that
-            // did arrive in time still wins, and a stall alone never fails a call.
-            setImmediate(() => {
-              if (settled) return;
-              settled = true;
-              breaker?.failed();
-              reject(error);
-            });
-          });
+              progressed
+                ? `rate-limit store behind: no answer to this call within ${checks * timeoutMs} ms (maxWaitMs ${progress!.maxWaitMs}), though it answered others`
+                : `rate-limit store did not answer within ${checks * timeoutMs} ms`,
+            ),
+          );
+        });
+      };
+      deadline = deadlineIn(timeoutMs, expire);
+      started = deadline.at - timeoutMs;
+    }
     // A store that throws instead of rejecting is a failed call like any other.
     let pending: Promise<T>;
     try {
@@ -51,6 +110,8 @@ export function boundedCall<T>(
     }
     pending.then(
       (value) => {
+        // Late replies count too: they show the store is answering.
+        if (progress !== undefined) progress.answers++;
         if (settled) return;
         settled = true;
         if (deadline) finished(deadline);
@@ -58,10 +119,13 @@ export function boundedCall<T>(
         resolve(value);
       },
       (error: unknown) => {
+        const answered = isReply(error);
+        if (answered && progress !== undefined) progress.answers++;
         if (settled) return;
         settled = true;
         if (deadline) finished(deadline);
-        breaker?.failed();
+        if (answered && cannotWrite(error)) breaker?.succeeded();
+        else breaker?.failed();
         reject(toBackendError(error));
       },
     );
@@ -71,17 +135,39 @@ export function boundedCall<T>(
 /** What ioredis answers for a command sent while it is not connected. */
 const OFFLINE = /Stream isn't writeable|Connection is closed/;
 
+/** Whether the store itself answered with this error (a Redis error reply). */
+function isReply(error: unknown): boolean {
+  return error instanceof Error && error.name === 'ReplyError';
+}
+
+/**
+ * Redis answered, but cannot write: out of memory under `maxmemory-policy noeviction`
+ * (`OOM`), or a read-only replica (`READONLY`). The script still ran up to its first write,
+ * so what it refuses it still refuses; only what it would admit fails.
+ */
+function cannotWrite(error: unknown): boolean {
+  const message = (error as Error).message;
+  return message.startsWith('OOM ') || message.startsWith('READONLY ');
+}
+
 function toBackendError(error: unknown): RateLimitBackendError {
   if (error instanceof RateLimitBackendError) return error;
   const message = error instanceof Error ? error.message : String(error);
   // A reply from Redis means it is up and refused this call; anything else means we could not reach it.
-  const kind = error instanceof Error && error.name === 'ReplyError' ? 'error' : 'unavailable';
+  if (isReply(error)) {
+    const text = message.startsWith('OOM ')
+      ? `rate-limit store cannot write: Redis is out of memory (${message})`
+      : message.startsWith('READONLY ')
+        ? `rate-limit store cannot write: connected to a read-only replica (${message})`
+        : `rate-limit store failed: ${message}`;
+    return new RateLimitBackendError('error', text, { cause: error });
+  }
   // ioredis's words for "not connected" read as advice to turn its offline queue on, which
   // the module turns off on purpose (a request must never wait for a reconnection).
   const text = OFFLINE.test(message)
     ? `rate-limit store unreachable: not connected to Redis (${message})`
     : `rate-limit store failed: ${message}`;
-  return new RateLimitBackendError(kind, text, { cause: error });
+  return new RateLimitBackendError('unavailable', text, { cause: error });
 }
 
 /** Timers turn a delay above 2^31-1 ms into 1 ms, so only Infinity may go beyond it. */

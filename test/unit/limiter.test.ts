@@ -257,8 +257,16 @@ describe('RateLimiter: backend failures', () => {
         limiter.consume('user:42', TEN_PER_MINUTE),
       )) as RateLimitBackendError;
       expect(error.kind).toBe('unavailable');
+      // Its first connection fails: the call is never handed to the client (issue 22, finding 11).
       expect(error.message).toBe(
-        "rate-limit store unreachable: not connected to Redis (Stream isn't writeable and enableOfflineQueue options is false)",
+        'rate-limit store unreachable: not connected to Redis (its first connection failed)',
+      );
+      // Once it is reconnecting, at once, without waiting for it.
+      const again = (await rejection(
+        limiter.consume('user:42', TEN_PER_MINUTE),
+      )) as RateLimitBackendError;
+      expect(again.message).toBe(
+        `rate-limit store unreachable: not connected to Redis (client ${client.status})`,
       );
     } finally {
       client.disconnect();
@@ -313,6 +321,19 @@ describe('RateLimiter: backend failures', () => {
     const error = await rejection(limiter.consume('user:42', TEN_PER_MINUTE));
     expect(error).toBeInstanceOf(RateLimitBackendError);
     expect((error as RateLimitBackendError).kind).toBe('unavailable');
+  });
+
+  it('rejects a maxWaitMs below timeoutMs, or not a number (ERR_RATE_LIMIT_OPTION)', () => {
+    const store: RateLimitStore = {
+      consume: () => new Promise<StoreOutcome[]>(() => {}),
+      deleteByPrefix: () => Promise.resolve(0),
+    };
+    for (const maxWaitMs of [50, Number.NaN, '1000' as unknown as number]) {
+      expect(() => new RateLimiter({ store, timeoutMs: 100, maxWaitMs })).toThrow(
+        expect.objectContaining({ code: 'ERR_RATE_LIMIT_OPTION' }),
+      );
+    }
+    expect(() => new RateLimiter({ store, timeoutMs: 100, maxWaitMs: Infinity })).not.toThrow();
   });
 
   it('rejects with kind timeout when the store never answers within timeoutMs', async () => {

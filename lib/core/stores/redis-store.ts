@@ -17,6 +17,8 @@ import {
   warnIfReplaying,
 } from './redis-client.js';
 import { ControlIndex, type ControlsChanged } from './redis-control-index.js';
+import { ClientReadiness } from './redis-readiness.js';
+import type { RedisStoreOptions } from './redis-store-options.js';
 import { outcomesOf, type ScriptReply } from './redis-reply.js';
 import { CONSUME_SCRIPT, CONSUME_SHA } from './redis-script.js';
 import type {
@@ -28,34 +30,6 @@ import type {
   StoreSnapshot,
 } from './store.js';
 
-/** Options of {@link RedisStore}. */
-export interface RedisStoreOptions {
-  /**
-   * An ioredis client: `Redis` (standalone, or Sentinel through its options) or `Cluster`.
-   * The store never closes it. Configure it never to re-send a command whose reply was
-   * lost (`autoResendUnfulfilledCommands: false`; on Cluster also `retryDelayOnFailover: 0`
-   * and the same in `redisOptions`), or one request may count twice: the store warns
-   * otherwise. To fail fast rather than queue while disconnected, also
-   * `enableOfflineQueue: false` and `maxRetriesPerRequest: 0`.
-   */
-  client: Redis | Cluster;
-  /**
-   * **Tests only.** Replaces the Redis server clock with this one, in ms since the
-   * epoch. In production every instance must share the Redis clock, so leave it unset.
-   */
-  clock?: () => number;
-  /**
-   * How often, in **ms**, the store reads the index of controlled identities (those with an
-   * override or exemption), so that requests of every other identity skip reading a control
-   * hash (about 1 µs of Redis CPU each). An override or exemption set through another
-   * instance takes effect here within this long plus one round trip; one set through this
-   * store, on its next decision. Until the index has been read once (and while Redis cannot
-   * be read at first), every request reads its control hash. `0` or `false`: no index, every
-   * request reads its control hash (exact, at that cost). Default 1000; an integer up to 2^31-1.
-   */
-  controlRefreshMs?: number | false;
-}
-
 /**
  * Rate-limit state in Redis: one Lua script call per request evaluates every policy of
  * the request atomically (DESIGN §4). Time comes from the Redis server clock, so
@@ -64,17 +38,20 @@ export interface RedisStoreOptions {
  * The script is sent by EVALSHA; only when Redis answers `NOSCRIPT` (after a restart,
  * failover or `SCRIPT FLUSH`) is it sent again with EVAL. Nothing else is retried.
  */
+export type { RedisStoreOptions } from './redis-store-options.js';
+
 export class RedisStore implements RateLimitStore {
   private readonly client: Redis | Cluster;
   private readonly clock: (() => number) | undefined;
   private readonly index: ControlIndex;
+  private readonly readiness: ClientReadiness;
 
   /**
    * Emits a `NRL_UNSAFE_REDIS_CLIENT` warning for a client that may replay a script (see `replaySettings`).
-   * @throws {RateLimitConfigError} `ERR_RATE_LIMIT_OPTION` for a bad `controlRefreshMs`
+   * @throws {RateLimitConfigError} `ERR_RATE_LIMIT_OPTION` for a bad `controlRefreshMs` or `connectTimeoutMs`
    */
   constructor(options: RedisStoreOptions) {
-    const { controlRefreshMs = 1000 } = options;
+    const { controlRefreshMs = 1000, connectTimeoutMs = 1000 } = options;
     if (
       controlRefreshMs !== false &&
       !(
@@ -92,7 +69,13 @@ export class RedisStore implements RateLimitStore {
     this.client = options.client;
     this.clock = options.clock;
     this.index = new ControlIndex(options.client, controlRefreshMs || 0, options.clock);
+    this.readiness = new ClientReadiness(options.client, connectTimeoutMs);
     warnIfReplaying(options.client);
+  }
+
+  /** See `RateLimitStore.ready` and `ClientReadiness`. */
+  ready(): Promise<void> | undefined {
+    return this.readiness.check();
   }
 
   /**

@@ -137,6 +137,14 @@ export interface RateLimitStore {
    * keeps a local view of controls, as RedisStore's index of controlled identities.
    */
   watchControls?(prefix: string, changed?: (identityPrefixes: readonly string[]) => void): void;
+  /**
+   * Whether a call can be sent now: `undefined` when it can (called on every request: keep
+   * it cheap); else a promise that resolves once it can (a client still making its first
+   * connection) or rejects when it cannot (not connected): the call is then never sent, so
+   * nothing queued while disconnected is sent later, counted behind the caller's back.
+   * The caller's timeout starts once it resolves. Optional: without it, calls go at once.
+   */
+  ready?(): Promise<void> | undefined;
   /** Releases what the store itself created (timers, its own connections). */
   close?(): Promise<void>;
 }

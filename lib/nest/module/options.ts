@@ -81,8 +81,17 @@ export interface RateLimitModuleOptions {
    * default 10,000.
    */
   announceIntervalMs?: number;
-  /** Longest wait for the store per request, in **ms**. Default 100. */
+  /**
+   * Longest wait for the store per request while it answers nothing, in **ms**. Default 100.
+   * A store still answering other calls is behind, not down: see `maxWaitMs`.
+   */
   timeoutMs?: number;
+  /**
+   * Longest wait for the store per request while it is behind (answering other calls, or
+   * this process too busy to read its replies), in **ms**; such waits never open the
+   * circuit breaker. At least `timeoutMs`. Default 10 × `timeoutMs` (1 s).
+   */
+  maxWaitMs?: number;
   /** `'shadow'`: decide and count, log would-be denials, refuse nothing, send no headers. Default `'enforce'`. */
   mode?: 'enforce' | 'shadow';
   /** Requests to leave alone, e.g. health checks from the load balancer. */
@@ -112,7 +121,11 @@ export interface RateLimitModuleOptions {
   guard?: Type<CanActivate>;
   /** See `RateLimiterOptions.circuitBreaker`. */
   circuitBreaker?: CircuitBreakerOptions | false;
-  /** How long bootstrap waits for a Redis client the module creates to connect, in **ms**. Default 1000. */
+  /**
+   * How long bootstrap waits for a Redis client the module creates to connect, in **ms**; and
+   * how long a request waits for a client still making its first connection (a client passed
+   * in included) before its store call is sent. Default 1000.
+   */
   connectTimeoutMs?: number;
   /**
    * On Redis: how often, in **ms**, this instance reads the index of identities that have an

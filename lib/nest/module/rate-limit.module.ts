@@ -104,6 +104,7 @@ function build(
             store: r.store,
             prefix: o.prefix,
             timeoutMs: o.timeoutMs,
+            maxWaitMs: o.maxWaitMs,
             circuitBreaker: o.circuitBreaker,
             denyCache: o.denyCache,
           });

@@ -66,7 +66,11 @@ export async function createResources(
   const waitMs = options.connectTimeoutMs ?? 1000;
   const client = isClient(redis) ? redis : await connect(redis, waitMs, logger);
   // The store is the module's (its index timer stops on shutdown); the client only if made here.
-  const redisStore = new RedisStore({ client, controlRefreshMs: options.controlRefreshMs });
+  const redisStore = new RedisStore({
+    client,
+    controlRefreshMs: options.controlRefreshMs,
+    connectTimeoutMs: waitMs,
+  });
   await readControlIndex(redisStore, options.prefix ?? 'rl', waitMs);
   return {
     store: redisStore,

@@ -144,6 +144,7 @@ export function validateOptions(options: RateLimitModuleOptions): void {
       store: new MemoryStore({ sweepIntervalMs: 0 }),
       prefix: options.prefix,
       timeoutMs: options.timeoutMs,
+      maxWaitMs: options.maxWaitMs,
       circuitBreaker: options.circuitBreaker,
       denyCache: options.denyCache,
     });

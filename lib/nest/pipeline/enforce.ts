@@ -103,5 +103,15 @@ function traceAnswer(
 function traceFailure(trace: Trace, entries: LimitEntry[], error: unknown, started: number): void {
   trace.enforcedMs = performance.now() - started;
   trace.enforcing = entries;
-  trace.enforcedError = error instanceof RateLimitBackendError ? error.kind : 'error';
+  if (!(error instanceof RateLimitBackendError)) {
+    trace.enforcedError = 'error';
+    return;
+  }
+  trace.enforcedError = error.kind;
+  // Refused by what the process knows (see storeFailed): observed as the refusal it is.
+  const known = error.refusal;
+  if (known) {
+    trace.enforcing = known.indexes.map((i) => entries[i]!);
+    trace.decision = known.decision;
+  }
 }

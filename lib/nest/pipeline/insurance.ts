@@ -8,12 +8,15 @@ import type { Entry } from './entries.js';
  * Insurance limits (`onStoreFailure: 'local'`): while the store fails, this process enforces
  * its share of each policy, `ceil(limit / instances)` (at least 1), in its own memory, with the
  * same algorithm (a {@link MemoryStore} under a {@link RateLimiter}, as the memory backend does).
- * When the store answers again the local state is dropped, never written back: the shared
- * count, not this process's guess, is what counts once it is there.
+ * When the store answers again, decisions go back to it; the local counts are never written
+ * back (the shared count, not this process's guess, is what counts once it is there), but
+ * they are kept until their own period ends: they are admissions the store never saw, and a
+ * store that answers now and then (out of memory, overloaded) must not hand every client a
+ * fresh local share with each answer.
  */
 export class Insurance {
   private limiter: RateLimiter | undefined;
-  private store: MemoryStore | undefined;
+  private failing = false;
   /** Scaled copies of policies, so each request does not rebuild them; for `sharedBy`. */
   private shares = new WeakMap<Policy, Policy>();
   private sharedBy: number | undefined;
@@ -32,7 +35,7 @@ export class Insurance {
 
   /** True while local limits are in force (since a store failure, until its next answer). */
   get inForce(): boolean {
-    return this.limiter !== undefined;
+    return this.failing;
   }
 
   /**
@@ -53,11 +56,12 @@ export class Insurance {
       rule,
       entry: { ...entry, policy: this.share(entry.policy as Policy, instances) },
     }));
-    // No timeout and no breaker: memory answers synchronously underneath.
+    this.failing = true;
+    // No timeout and no breaker: memory answers synchronously underneath. Its sweep timer
+    // does not keep the process alive, and expired counts go by themselves.
     if (this.limiter === undefined) {
-      this.store = new MemoryStore();
       this.limiter = new RateLimiter({
-        store: this.store,
+        store: new MemoryStore(),
         ...(this.prefix !== undefined && { prefix: this.prefix }),
         circuitBreaker: false,
       });
@@ -71,13 +75,9 @@ export class Insurance {
     return { decision, local };
   }
 
-  /** The store answered: local limits end, their state is dropped. */
+  /** The store answered: local limits end; their counts stay until their period ends. */
   storeAnswered(): void {
-    if (this.limiter === undefined) return;
-    const store = this.store!;
-    this.limiter = undefined;
-    this.store = undefined;
-    void store.close();
+    this.failing = false;
   }
 
   private share(policy: Policy, instances: number | undefined): Policy {
