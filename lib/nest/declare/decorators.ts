@@ -1,4 +1,4 @@
-import { UseInterceptors, type ExecutionContext } from '@nestjs/common';
+import type { ExecutionContext } from '@nestjs/common';
 import { quote, RateLimitConfigError } from '../../core/errors.js';
 import { definePolicy } from '../../core/limiter.js';
 import { parseRate, type RateInput } from '../../core/rate.js';
@@ -56,9 +56,9 @@ export interface ConcurrencyLimitOptions extends Pick<
 
 /**
  * Caps the requests of one identity in flight on a controller or handler: `concurrent`
- * slots, taken when a request is admitted and given back when it ends (HTTP: response sent,
- * failed, or connection closed; other transports: the handler's result settles), or after
- * `leaseMs` when its process died. Stacks with `@RateLimit`, all-or-nothing in one store
+ * slots, taken when a request is admitted and held while its handler runs, whatever the client does; given back when
+ * the handler's result settles, before the response is written (a streamed body: once it is
+ * sent), or after `leaseMs` when its process died. Stacks with `@RateLimit`, all-or-nothing in one store
  * call; a refusal is a 429 with `Retry-After: 1` and `qu="concurrent-requests"` in
  * `RateLimit-Policy`. `@SkipRateLimit()` exempts from it too. `onStoreFailure: 'local'`
  * acts as `'open'` here.
@@ -101,17 +101,21 @@ function addPolicy(
   }
   // Decorators apply bottom-up: prepending keeps the order they are written in.
   Reflect.defineMetadata(RATE_LIMIT_METADATA, [declared, ...existing], holder);
-  // Slots and outcomes end with the handler's result where no response tells (GraphQL,
-  // WebSocket, RPC): only these handlers get the interceptor that watches it.
-  const concurrent = declared.policy?.algorithm === 'concurrency';
-  const interceptors = (Reflect.getOwnMetadata(NEST_METADATA.interceptors, holder) ??
-    []) as unknown[];
-  if (
-    (concurrent || declared.options.count) &&
-    !interceptors.includes(RateLimitSettleInterceptor)
-  ) {
-    if (descriptor) UseInterceptors(RateLimitSettleInterceptor)(target, propertyKey!, descriptor);
-    else UseInterceptors(RateLimitSettleInterceptor)(target as () => void);
+  // Slots end with the handler's result, and outcomes too where no response tells (GraphQL,
+  // WebSocket, RPC): only these handlers get the interceptor that watches it. First among
+  // the holder's interceptors, in whatever order the decorators are written: one that Nest
+  // ran before it and that threw would end the call with the slots still held.
+  if (declared.policy?.algorithm === 'concurrency' || declared.options.count) {
+    const interceptors = (Reflect.getOwnMetadata(NEST_METADATA.interceptors, holder) ??
+      []) as unknown[];
+    if (interceptors[0] !== RateLimitSettleInterceptor) {
+      const others = interceptors.filter((i) => i !== RateLimitSettleInterceptor);
+      Reflect.defineMetadata(
+        NEST_METADATA.interceptors,
+        [RateLimitSettleInterceptor, ...others],
+        holder,
+      );
+    }
   }
 }
 
