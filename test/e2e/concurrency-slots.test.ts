@@ -1,15 +1,17 @@
 /**
  * Issue 22, findings 3 and 4: a concurrency slot is held while its handler runs, whatever the
- * client does (abort, HTTP/2 stream reset), and its release reaches the store even when the
- * circuit breaker is open or the store was down at the time.
+ * client does (abort, HTTP/2 stream reset), optionally while its body uploads, and its release
+ * reaches the store even when the circuit breaker is open or the store was down at the time.
  * Handlers count themselves and wait on gates the test opens: "running at once" is what the
  * server did, not what the clients saw.
  */
 import 'reflect-metadata';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
 import {
+  Body,
   Controller,
   Get,
+  Post,
   Sse,
   StreamableFile,
   type ExecutionContext,
@@ -18,7 +20,12 @@ import {
 import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { once } from 'node:events';
-import { get as httpGet, type IncomingMessage } from 'node:http';
+import {
+  get as httpGet,
+  request as httpRequest,
+  type ClientRequest,
+  type IncomingMessage,
+} from 'node:http';
 import { connect, constants as h2 } from 'node:http2';
 import type { AddressInfo } from 'node:net';
 import { PassThrough } from 'node:stream';
@@ -67,6 +74,12 @@ class SlotsController {
     return 'done';
   }
 
+  @Post('upload')
+  @ConcurrencyLimit(2, { key: keys.ip, includeUpload: true })
+  upload(@Body() body: { data?: string }) {
+    return { length: body.data?.length ?? 0 };
+  }
+
   @Get('file')
   @ConcurrencyLimit(1, { key: keys.ip })
   file() {
@@ -99,6 +112,41 @@ async function abortedAfter(url: string, ms: number): Promise<number | 'aborted'
   } catch {
     return 'aborted';
   }
+}
+
+/**
+ * A POST whose JSON body is sent in two parts: the first now, the rest when `finish` is
+ * called. `response` resolves with the status as soon as the server answers, body or not.
+ */
+function slowUpload(url: string): {
+  response: Promise<number>;
+  finish(): void;
+  abandon(): void;
+  retryAfter: Promise<string | undefined>;
+} {
+  const req: ClientRequest = httpRequest(url, {
+    method: 'POST',
+    agent: false,
+    headers: { 'content-type': 'application/json', 'transfer-encoding': 'chunked' },
+  });
+  req.on('error', () => undefined);
+  let retryAfter: (value: string | undefined) => void = () => undefined;
+  const response = new Promise<number>((resolve) =>
+    req.on('response', (res) => {
+      res.resume();
+      retryAfter(res.headers['retry-after'] as string | undefined);
+      resolve(res.statusCode!);
+    }),
+  );
+  req.write('{"data":"');
+  return {
+    response,
+    retryAfter: new Promise((resolve) => (retryAfter = resolve)),
+    finish: () => {
+      if (!req.destroyed) req.end('xyz"}');
+    },
+    abandon: () => req.destroy(),
+  };
 }
 
 describe.each(PLATFORMS)('concurrency slots on %s (issue 22)', (platform) => {
@@ -137,6 +185,30 @@ describe.each(PLATFORMS)('concurrency slots on %s (issue 22)', (platform) => {
     expect({ mostAtOnce: work.max, slotsBack: quiet }).toEqual({ mostAtOnce: 2, slotsBack: true });
   });
 
+  it('includeUpload: of 20 slow uploads only 2 upload at once; the 18 others are refused before their bodies end', async () => {
+    const uploads = Array.from({ length: 20 }, () => slowUpload(`${h.url}/slots/upload`));
+    const statuses: number[] = [];
+    let refusedOne: (typeof uploads)[number] | undefined;
+    for (const u of uploads) {
+      void u.response.then((status) => {
+        statuses.push(status);
+        if (status === 429) refusedOne ??= u;
+      });
+    }
+    const refused = () => statuses.filter((s) => s === 429).length;
+    const early = await pollUntil(() => Promise.resolve(refused() === 18), 10_000);
+    expect({ refusedWhileUploading: refused(), answered: statuses.length }).toEqual({
+      refusedWhileUploading: 18,
+      answered: 18,
+    });
+    expect(early).toBe(true);
+    expect(await refusedOne?.retryAfter).toBe('1');
+    for (const u of uploads) u.finish();
+    const all = await Promise.all(uploads.map((u) => u.response));
+    expect(all.filter((s) => s === 201)).toHaveLength(2);
+    expect(await pollUntil(async () => (await free(slots('upload', 2))) === 2, 5000)).toBe(true);
+  });
+
   it('a StreamableFile holds its slot until it has been sent', async () => {
     streams.file = undefined;
     const response = new Promise<IncomingMessage>((resolve) =>
@@ -167,6 +239,13 @@ describe.each(PLATFORMS)('concurrency slots on %s (issue 22)', (platform) => {
     expect((await h.get('/slots/events')).status).toBe(429);
     request.destroy();
     expect(await pollUntil(async () => (await free(slots('events', 1))) === 1, 5000)).toBe(true);
+  });
+
+  it('includeUpload: an upload its client abandons mid-body gives its slot back at once', async () => {
+    const abandoned = slowUpload(`${h.url}/slots/upload`);
+    expect(await pollUntil(async () => (await free(slots('upload', 2))) === 1, 5000)).toBe(true);
+    abandoned.abandon();
+    expect(await pollUntil(async () => (await free(slots('upload', 2))) === 2, 5000)).toBe(true);
   });
 });
 

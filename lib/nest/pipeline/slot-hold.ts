@@ -12,7 +12,8 @@ import type { Transport } from '../transports/transport.js';
  * handler returned a body that is sent after it: held until the response ends), `ended`.
  * The transport's end of the call (HTTP: the response closed) gives back a `streaming` hold,
  * and a `pending` one when no handler will run any more: its response was sent (a later
- * guard or an interceptor refused it), or its client left before its body arrived. A `pending` hold whose client merely left is
+ * guard or an interceptor refused it), or its client left before its body arrived (a slot
+ * taken before the body, `includeUpload`). A `pending` hold whose client merely left is
  * kept: its handler may still run, and will give it back.
  */
 export class SlotHold {
