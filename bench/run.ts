@@ -11,6 +11,7 @@
  *   BENCH_RATE_DURATION=1.5  seconds per HTTP variant per round at that load (0: skip it)
  *   BENCH_BASELINE=     a git ref: each of our variants also runs on that ref's build, as
  *                       `<variant>@base` beside it, in the same rounds (see baseline.ts)
+ *   BENCH_VARIANTS=     the HTTP part's variants, comma-separated (default: all; `none` always)
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
@@ -68,6 +69,7 @@ try {
       connections: Number(env.BENCH_CONNECTIONS ?? 64),
       rate: env.BENCH_RATE ? Number(env.BENCH_RATE) : undefined,
       rateDurationS: Number(env.BENCH_RATE_DURATION ?? 1.5),
+      variants: env.BENCH_VARIANTS ? env.BENCH_VARIANTS.split(',') : undefined,
       base,
       log,
     });

@@ -7,6 +7,7 @@
  *   BENCH_ROUNDS=3  BENCH_DURATION=4 (seconds per variant per round)  BENCH_CONNECTIONS=64
  *   BENCH_RATE (req/s at the fixed load; default per platform)  BENCH_RATE_DURATION=1.5 (0: skip it)
  *   BENCH_BASELINE (a git ref: @base twins on its build, see ../baseline.ts)
+ *   BENCH_VARIANTS (comma-separated HTTP variants, e.g. nrl-tb,nrl-concurrent; default: all)
  */
 import { prepareBaseline } from '../baseline.js';
 import { startRedis } from '../support.js';
@@ -25,6 +26,7 @@ try {
     connections: Number(env.BENCH_CONNECTIONS ?? 64),
     rate: env.BENCH_RATE ? Number(env.BENCH_RATE) : undefined,
     rateDurationS: Number(env.BENCH_RATE_DURATION ?? 1.5),
+    variants: env.BENCH_VARIANTS ? env.BENCH_VARIANTS.split(',') : undefined,
     base,
     log,
   });

@@ -114,7 +114,7 @@ export function leasesOf(
   policies.forEach((p, i) => {
     const o = outcomes[i]!;
     if (p.lease === undefined || !o.allowed || o.exempt || p.cost === 0) return;
-    (leases ??= []).push({ key: p.key, id: p.lease });
+    (leases ??= []).push({ key: p.key, id: p.lease, leaseMs: p.periodMs });
   });
   return leases;
 }

@@ -9,6 +9,7 @@ import { DenyCache } from './deny-cache.js';
 import { RecentRefusals } from './refusals.js';
 import { boundedCall, checkTimeoutMs } from './store-call.js';
 import { checkMaxWaitMs, StoreProgress } from './store-progress.js';
+import { ReleaseRetries } from './release-retries.js';
 import { refundCall, releaseCall, spendingOf, type CallBounds } from './request-end-calls.js';
 import type {
   ConsumeOptions,
@@ -52,6 +53,7 @@ export class RateLimiter {
   /** What the store refused, for when it cannot answer (see `RateLimitBackendError.refusal`). */
   private readonly refusals = new RecentRefusals();
   private readonly callBounds: CallBounds;
+  private readonly retries: ReleaseRetries;
 
   /** @throws {RateLimitConfigError} `ERR_RATE_LIMIT_OPTION` for a bad `prefix`, `timeoutMs`, `maxWaitMs` or `circuitBreaker` */
   constructor(options: RateLimiterOptions) {
@@ -75,6 +77,7 @@ export class RateLimiter {
       denyCache === undefined || denyCache === false
         ? undefined
         : new DenyCache(denyCache === true ? {} : denyCache);
+    this.retries = new ReleaseRetries((leases) => releaseCall(store, this.callBounds, leases));
     store.watchControls?.(prefix, (identities) => identities.forEach((p) => this.forgetPrefix(p)));
   }
 
@@ -154,12 +157,35 @@ export class RateLimiter {
   /**
    * Gives back the slots a request took under concurrency limits ({@link Decision.leases}),
    * in one store call per identity. Idempotent: a lease given back twice frees one slot.
+   * Never goes through the circuit breaker (an open breaker would hold the slots until their
+   * lease). When the store fails, the leases are kept and sent again until it answers (every
+   * second, and as soon as a request's store call succeeds), until they would have expired.
+   *
+   * @param takenAt when the leases were taken, in ms on `Date.now()` (default: now): a kept
+   *   lease is dropped `leaseMs` after it
    * @returns how many slots were freed
    * @throws {RateLimitConfigError} `ERR_RATE_LIMIT_OPTION` when the store has no `release`
-   * @throws {RateLimitBackendError} when the store fails or exceeds `timeoutMs`
+   * @throws {RateLimitBackendError} when the store fails or exceeds `timeoutMs` (the leases
+   *   are kept for a retry all the same)
    */
-  release(leases: readonly Lease[]): Promise<number> {
-    return releaseCall(this.store, this.bounds(), leases);
+  release(leases: readonly Lease[], takenAt: number = Date.now()): Promise<number> {
+    return releaseCall(this.store, this.callBounds, leases).catch((error: unknown) => {
+      this.retries.keep(leases, takenAt);
+      throw error;
+    });
+  }
+
+  /** How many released leases wait for the store to answer again (see {@link RateLimiter.release}). */
+  get releasesKept(): number {
+    return this.retries.size;
+  }
+
+  /**
+   * Stops retrying the releases kept while the store failed, and forgets them (their leases
+   * expire on the store's clock). For shutdown, before the store is closed.
+   */
+  close(): void {
+    this.retries.close();
   }
 
   /**
@@ -241,7 +267,7 @@ export class RateLimiter {
     peek: boolean,
     spent?: (policies: readonly StorePolicy[], outcomes: readonly StoreOutcome[]) => void,
   ): Promise<Decision> {
-    return consumeCall(
+    const decided = consumeCall(
       this.store,
       this.prefix,
       this.callBounds,
@@ -252,8 +278,13 @@ export class RateLimiter {
       peek,
       spent,
     );
+    // Only while releases wait for the store: a request answered says it is back.
+    if (this.retries.size > 0) decided.then(() => this.retries.storeAnswered(), noop);
+    return decided;
   }
 }
+
+function noop(): void {}
 
 function entriesOf(identity: string, policies: Policies): LimitEntry[] {
   return (Array.isArray(policies) ? policies : [policies]).map((policy: Policy | PolicyInput) => ({

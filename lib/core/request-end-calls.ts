@@ -61,7 +61,13 @@ export function refundCall(
   );
 }
 
-/** See `RateLimiter.release`. @throws {RateLimitConfigError} for a store without `release` */
+/**
+ * See `RateLimiter.release`: never through the circuit breaker (issue 22). A release is what
+ * lets the next request in, and a breaker opened by other calls says nothing of whether this
+ * one would land: it goes to the store, bounded by `timeoutMs`, and a failure is kept for a
+ * retry by the caller. Nor does its failure count toward opening the breaker.
+ * @throws {RateLimitConfigError} for a store without `release`
+ */
 export function releaseCall(
   store: RateLimitStore,
   bounds: CallBounds,
@@ -75,12 +81,7 @@ export function releaseCall(
     );
   }
   if (leases.length === 0) return Promise.resolve(0);
-  return boundedCall(
-    () => store.release!(leases),
-    bounds.timeoutMs,
-    bounds.breaker,
-    bounds.progress,
-  );
+  return boundedCall(() => store.release!(leases), bounds.timeoutMs, undefined, bounds.progress);
 }
 
 /**

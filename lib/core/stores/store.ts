@@ -80,6 +80,12 @@ export interface Lease {
   readonly key: string;
   /** The lease id: random, unique per request and policy. */
   readonly id: string;
+  /**
+   * How long, in **ms**, the store keeps it when it is never given back (the policy's
+   * `leaseMs`): a release kept for a retry while the store is down is dropped after that.
+   * Stores ignore it.
+   */
+  readonly leaseMs?: number;
 }
 
 /**

@@ -1,9 +1,14 @@
-import { UseInterceptors, type ExecutionContext } from '@nestjs/common';
+import type { ExecutionContext } from '@nestjs/common';
 import { quote, RateLimitConfigError } from '../../core/errors.js';
 import { definePolicy } from '../../core/limiter.js';
 import { parseRate, type RateInput } from '../../core/rate.js';
 import { RateLimitSettleInterceptor } from '../pipeline/settle.interceptor.js';
-import { NEST_METADATA, RATE_LIMIT_METADATA, SKIP_RATE_LIMIT_METADATA } from './metadata.js';
+import {
+  INCLUDE_UPLOAD_METADATA,
+  NEST_METADATA,
+  RATE_LIMIT_METADATA,
+  SKIP_RATE_LIMIT_METADATA,
+} from './metadata.js';
 import { declare } from './declare-policy.js';
 import {
   ROUTE_SCOPE,
@@ -52,13 +57,21 @@ export interface ConcurrencyLimitOptions extends Pick<
    * process died). Default 30,000: make it longer than the route's slowest request.
    */
   leaseMs?: number;
+  /**
+   * HTTP (Express, Fastify): take the slot as the request arrives, before its body is read,
+   * so that a slow upload holds it too. The route's policies are then decided before body
+   * parsing and Nest middleware (keys see no user that middleware would set). Default
+   * `false`: the slot is taken when the guards run, once the body has been read.
+   */
+  includeUpload?: boolean;
 }
 
 /**
  * Caps the requests of one identity in flight on a controller or handler: `concurrent`
- * slots, taken when a request is admitted and given back when it ends (HTTP: response sent,
- * failed, or connection closed; other transports: the handler's result settles), or after
- * `leaseMs` when its process died. Stacks with `@RateLimit`, all-or-nothing in one store
+ * slots, taken when a request is admitted (with `includeUpload`, when it arrives, before its
+ * body is read) and held while its handler runs, whatever the client does; given back when
+ * the handler's result settles, before the response is written (a streamed body: once it is
+ * sent), or after `leaseMs` when its process died. Stacks with `@RateLimit`, all-or-nothing in one store
  * call; a refusal is a 429 with `Retry-After: 1` and `qu="concurrent-requests"` in
  * `RateLimit-Policy`. `@SkipRateLimit()` exempts from it too. `onStoreFailure: 'local'`
  * acts as `'open'` here.
@@ -73,12 +86,24 @@ export function ConcurrencyLimit(
 ): ClassDecorator & MethodDecorator {
   return (target: object, propertyKey?: string | symbol, descriptor?: PropertyDescriptor) => {
     const where = placeOf(target, propertyKey);
-    const { leaseMs, name = 'concurrent', ...shared } = options ?? {};
+    const { leaseMs, name = 'concurrent', includeUpload, ...shared } = options ?? {};
     // The options shared with @RateLimit are checked as @RateLimit checks them.
     const { options: checked } = declare({ limit: 1, periodMs: 1 }, { ...shared, name }, where);
     const scope = checked.scope === ROUTE_SCOPE ? undefined : checked.scope;
     const policy = definePolicy({ name, concurrent, leaseMs, scope }, where);
+    if (includeUpload !== undefined && typeof includeUpload !== 'boolean') {
+      throw new RateLimitConfigError(
+        'ERR_RATE_LIMIT_CONCURRENCY',
+        `invalid includeUpload ${quote(includeUpload)}: expected true or false in policy ${quote(name)}`,
+        where,
+      );
+    }
     addPolicy(target, { name, policy, options: checked, where }, where, propertyKey, descriptor);
+    if (includeUpload) {
+      const holder = (descriptor?.value ?? target) as object;
+      const names = (Reflect.getOwnMetadata(INCLUDE_UPLOAD_METADATA, holder) ?? []) as string[];
+      Reflect.defineMetadata(INCLUDE_UPLOAD_METADATA, [...names, name], holder);
+    }
   };
 }
 
@@ -101,17 +126,21 @@ function addPolicy(
   }
   // Decorators apply bottom-up: prepending keeps the order they are written in.
   Reflect.defineMetadata(RATE_LIMIT_METADATA, [declared, ...existing], holder);
-  // Slots and outcomes end with the handler's result where no response tells (GraphQL,
-  // WebSocket, RPC): only these handlers get the interceptor that watches it.
-  const concurrent = declared.policy?.algorithm === 'concurrency';
-  const interceptors = (Reflect.getOwnMetadata(NEST_METADATA.interceptors, holder) ??
-    []) as unknown[];
-  if (
-    (concurrent || declared.options.count) &&
-    !interceptors.includes(RateLimitSettleInterceptor)
-  ) {
-    if (descriptor) UseInterceptors(RateLimitSettleInterceptor)(target, propertyKey!, descriptor);
-    else UseInterceptors(RateLimitSettleInterceptor)(target as () => void);
+  // Slots end with the handler's result, and outcomes too where no response tells (GraphQL,
+  // WebSocket, RPC): only these handlers get the interceptor that watches it. First among
+  // the holder's interceptors, in whatever order the decorators are written: one that Nest
+  // ran before it and that threw would end the call with the slots still held.
+  if (declared.policy?.algorithm === 'concurrency' || declared.options.count) {
+    const interceptors = (Reflect.getOwnMetadata(NEST_METADATA.interceptors, holder) ??
+      []) as unknown[];
+    if (interceptors[0] !== RateLimitSettleInterceptor) {
+      const others = interceptors.filter((i) => i !== RateLimitSettleInterceptor);
+      Reflect.defineMetadata(
+        NEST_METADATA.interceptors,
+        [RateLimitSettleInterceptor, ...others],
+        holder,
+      );
+    }
   }
 }
 

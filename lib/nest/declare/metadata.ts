@@ -8,6 +8,8 @@
 export const RATE_LIMIT_METADATA = 'nest-rate-limit:policies';
 /** Metadata key of `@SkipRateLimit`: `true`, or the names of the skipped policies. */
 export const SKIP_RATE_LIMIT_METADATA = 'nest-rate-limit:skip';
+/** Metadata key of `@ConcurrencyLimit(n, { includeUpload: true })`: the names of those policies. */
+export const INCLUDE_UPLOAD_METADATA = 'nest-rate-limit:include-upload';
 
 /** The keys of Nest's own decorators. */
 export const NEST_METADATA = {

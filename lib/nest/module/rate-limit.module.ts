@@ -14,6 +14,8 @@ import { InstanceCount } from './instances.js';
 import { MemoryStore } from '../../core/stores/memory-store.js';
 import { RATE_LIMIT_OPTIONS, RATE_LIMIT_REDIS } from './tokens.js';
 import { AfterGuardsSetup, GuardCheck, RouteCheck } from './bootstrap.js';
+import { BeforeBodySetup } from './before-body-setup.js';
+import { InterceptorOrder } from './interceptor-order.js';
 import { RESOURCES, Shutdown } from './lifecycle.js';
 
 /**
@@ -146,6 +148,8 @@ function build(
       RouteCheck,
       GuardCheck,
       ...(global ? [AfterGuardsSetup] : []),
+      InterceptorOrder,
+      BeforeBodySetup,
       Shutdown,
       // The guard writes the headers itself, so no global interceptor: one would wrap every
       // response in an RxJS pipeline for nothing (a quarter of the guard's cost on Fastify,

@@ -5,6 +5,7 @@ import type { Call } from './call.js';
 import { deliver } from './deliver.js';
 import type { Engine } from './engine.js';
 import { identitiesOf } from './identify.js';
+import { endSlots, holdSlots } from './slot-hold.js';
 import { NO_LIMIT, storeOutcome, type RequestOutcome } from './outcome.js';
 
 /** The status `settle` is given for a request the route's own guards admitted (see `count`). */
@@ -64,8 +65,10 @@ async function decideLater(
   }
   const outcome = engine.shape.combine(first, second);
   if (outcome.allowed && second.settle) transport.onSent?.(ctx, second.settle);
-  if (second.release) transport.onDone?.(ctx, second.release);
+  if (second.release) holdSlots(ctx, transport, carrier, second.release);
   storeOutcome(carrier, outcome);
+  // Refused per user: the slots taken before the route's guards go back before the refusal.
+  if (!outcome.allowed) await endSlots(carrier);
   deliver(ctx, transport, outcome, engine.events, refuse);
   return true;
 }

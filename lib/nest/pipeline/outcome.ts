@@ -29,10 +29,11 @@ export interface RequestOutcome {
   readonly settle?: (status: number) => void;
   /**
    * Under concurrency limits, when slots were taken: gives them back (once, however often
-   * called). Called when the request ends: its response is sent, it fails, or its
-   * connection closes (HTTP), or its handler's result settles (other transports).
+   * called), resolving once the store has answered or failed for good; never rejects. Held
+   * by the call's `SlotHold` (see `slot-hold.ts`), which calls it when the handler's result
+   * settles, or when the call ends without the handler.
    */
-  readonly release?: () => void;
+  readonly release?: () => Promise<void>;
 }
 
 /** Admitted without a decision: no policy, skipped, or failed open. */

@@ -12,6 +12,7 @@ import { deliver } from './deliver.js';
 import { Gate } from './gate.js';
 import { identitiesOf } from './identify.js';
 import { NO_LIMIT, storedDecision, storeOutcome, type RequestOutcome } from './outcome.js';
+import { endSlots, holdSlots } from './slot-hold.js';
 import { isThenable } from './thenable.js';
 
 /** The outcome of a call left alone (kill switch off, or skipped): no headers, nothing later. */
@@ -90,12 +91,21 @@ export class RateLimitGuard implements CanActivate {
     return deciding.then((outcome) => {
       storeOutcome(on, outcome);
       if (outcome === SKIPPED) return true;
-      // Before `deliver`, which throws a refusal: slots taken before a later refusal still end.
-      if (outcome.release) transport.onDone?.(ctx, outcome.release);
-      deliver(ctx, transport, outcome, this.runtime.events, this.refuser);
-      if (outcome.settle) transport.onSent?.(ctx, outcome.settle);
-      return true;
+      if (outcome.release) {
+        holdSlots(ctx, transport, on, outcome.release);
+        // Refused after taking slots (the address budget of a deferred decision): no handler
+        // will run, so they go back before the refusal is written.
+        if (!outcome.allowed) return endSlots(on).then(() => this.answer(ctx, transport, outcome));
+      }
+      return this.answer(ctx, transport, outcome);
     });
+  }
+
+  /** The deliver stage, then the response's end watched for `count`. */
+  private answer(ctx: ExecutionContext, transport: Transport, outcome: RequestOutcome): true {
+    deliver(ctx, transport, outcome, this.runtime.events, this.refuser);
+    if (outcome.settle) transport.onSent?.(ctx, outcome.settle);
+    return true;
   }
 
   /** `refuse`, bound once: a subclass's override included. */

@@ -8,7 +8,8 @@ import type { Rule } from '../plan/rules.js';
  * What happens when a request ends: `count` policies get back what the outcome says should
  * not have counted, and concurrency limits get their slots back. The transport (or
  * `RateLimitSettleInterceptor`) says when; a failing store call is logged as
- * `rate_limit.backend_error` and changes nothing more (a slot then expires with its lease).
+ * `rate_limit.backend_error`: a refund is then lost, a release kept by the limiter and sent
+ * again once the store answers.
  */
 export class RequestEnds {
   constructor(
@@ -56,32 +57,34 @@ export class RequestEnds {
   }
 
   /**
-   * Gives back the slots a request took under concurrency limits, once (the transport may
-   * report the request's end more than once: response finished, then connection closed).
+   * Gives back the slots a request took under concurrency limits, once (the call's end may be
+   * reported more than once). The promise resolves once the store has answered or failed for
+   * good (within `timeoutMs`), never rejects: a failure is logged, and the limiter keeps the
+   * leases and sends them again once the store answers.
    */
-  releaser(route: string, leases: readonly Lease[]): () => void {
-    let released = false;
+  releaser(route: string, leases: readonly Lease[]): () => Promise<void> {
+    const takenAt = Date.now();
+    let released: Promise<void> | undefined;
     return () => {
-      if (released) return;
-      released = true;
+      if (released) return released;
       try {
-        this.limiter.release(leases).catch(this.failed(route));
+        released = this.limiter.release(leases, takenAt).then(noop, this.failed(route));
       } catch (error) {
+        // A store without `release`: refused at bootstrap, but never a throw into a response.
         this.failed(route)(error);
+        released = Promise.resolve();
       }
+      return released;
     };
   }
 
   /** `outcome` with `release` called too when it ends. */
-  withRelease(outcome: RequestOutcome, release: () => void): RequestOutcome {
+  withRelease(outcome: RequestOutcome, release: () => Promise<void>): RequestOutcome {
     const first = outcome.release;
     if (!first) return { ...outcome, release };
     return {
       ...outcome,
-      release: () => {
-        first();
-        release();
-      },
+      release: () => Promise.all([first(), release()]).then(noop),
     };
   }
 
@@ -89,3 +92,5 @@ export class RequestEnds {
     return (error) => this.events.backendError(route, error);
   }
 }
+
+function noop(): void {}

@@ -4,8 +4,9 @@ import {
   type ExecutionContext,
   type NestInterceptor,
 } from '@nestjs/common';
-import { finalize, tap, type Observable } from 'rxjs';
+import { Observable } from 'rxjs';
 import { storedOutcome } from './outcome.js';
+import { claimSlots, type SlotHold } from './slot-hold.js';
 import { adapterOf } from '../transports/registry.js';
 
 /** The status a failed handler is counted with: an `HttpException`'s own, else 500. */
@@ -15,33 +16,81 @@ function statusOf(error: unknown): number {
 }
 
 /**
- * Ends a guarded call where the transport has no response to watch (GraphQL, WebSocket,
- * microservices): once the handler's result settles (its promise, or its observable
- * completes or errors), gives back its concurrency slots and settles `count` policies
- * (success as status 200, a thrown error as its `HttpException` status, else 500).
- * HTTP is left to the transport (`onDone`, `onSent`: the response itself, dropped
- * connections included), so there it passes the call through untouched.
+ * A body Nest sends after the handler has returned, as it is read: a `StreamableFile`, a
+ * Node or web stream, an async iterable, a web `Response`. Duck-typed: a CommonJS and an ESM
+ * copy of `@nestjs/common` each have their own `StreamableFile`.
+ */
+function streamedBody(value: unknown): boolean {
+  if (typeof value !== 'object' || value === null) return false;
+  const v = value as Record<string | symbol, unknown>;
+  if (typeof v.getStream === 'function' && typeof v.getHeaders === 'function') return true;
+  if (typeof Response === 'function' && value instanceof Response) return true;
+  return typeof v[Symbol.asyncIterator] === 'function' && typeof v.then !== 'function';
+}
+
+/**
+ * Ends a guarded call with its handler (issue 22). Concurrency slots: claimed when the
+ * handler starts, given back when its result settles (its promise, or its observable
+ * completes or errors), and that result passed on only once the release has reached the
+ * store, so the response (or the exception filter's) is written after it; values pass at
+ * once (Server-Sent Events stream as they come, their end waits for the release); an
+ * unsubscribe (the SSE client left) gives them back. On HTTP a streamed body
+ * (`StreamableFile`, streams, async iterables) keeps them until the response ends.
+ * `count` policies where the transport has no response to watch (GraphQL, WebSocket,
+ * microservices): settled with the result, success as status 200, a thrown error as its
+ * `HttpException` status, else 500; HTTP settles from the response (`onSent`).
  *
- * Put on handlers by `@ConcurrencyLimit` and by `@RateLimit` with `count`, so that only
- * they pay for an RxJS pipeline.
+ * Put on handlers by `@ConcurrencyLimit` and by `@RateLimit` with `count`, first among the
+ * handler's (or class's) own interceptors, so that only they pay for an RxJS pipeline.
  */
 @Injectable()
 export class RateLimitSettleInterceptor implements NestInterceptor {
   intercept(ctx: ExecutionContext, next: CallHandler): Observable<unknown> {
-    if (ctx.getType() === 'http') return next.handle();
     const carrier = adapterOf(ctx)?.carrier(ctx);
-    const outcome = carrier === undefined ? undefined : storedOutcome(carrier);
-    if (outcome?.release === undefined && outcome?.settle === undefined) return next.handle();
-    const { release, settle } = outcome;
-    let settled = false;
-    const done = (status: number) => {
-      if (settled) return;
-      settled = true;
-      settle?.(status);
-    };
-    return next.handle().pipe(
-      tap({ complete: () => done(200), error: (error: unknown) => done(statusOf(error)) }),
-      finalize(() => release?.()),
-    );
+    if (carrier === undefined) return next.handle();
+    const http = ctx.getType() === 'http';
+    const hold = claimSlots(carrier);
+    const settle = http ? undefined : storedOutcome(carrier)?.settle;
+    if (hold === undefined && settle === undefined) return next.handle();
+    return whileRunning(next.handle(), hold, settle, http);
   }
+}
+
+/** `source`, with the hold given back and `settle` called as it ends (see above). */
+function whileRunning(
+  source: Observable<unknown>,
+  hold: SlotHold | undefined,
+  settle: ((status: number) => void) | undefined,
+  http: boolean,
+): Observable<unknown> {
+  return new Observable((subscriber) => {
+    let over = false;
+    let streamed = false;
+    const subscription = source.subscribe({
+      next(value) {
+        if (http && hold && streamedBody(value)) {
+          streamed = true;
+          hold.handOver();
+        }
+        subscriber.next(value);
+      },
+      error(error: unknown) {
+        over = true;
+        settle?.(statusOf(error));
+        if (!hold) return subscriber.error(error);
+        void hold.end().then(() => subscriber.error(error));
+      },
+      complete() {
+        over = true;
+        settle?.(200);
+        if (!hold || streamed) return subscriber.complete();
+        void hold.end().then(() => subscriber.complete());
+      },
+    });
+    return () => {
+      subscription.unsubscribe();
+      // Unsubscribed before the end (an SSE client that left): nothing waits for the result.
+      if (!over && !streamed) void hold?.end();
+    };
+  });
 }

@@ -119,9 +119,10 @@ export class RoutePlanner {
     return compile(this.routes.routeOfPolicies(name, declared), this.engine);
   }
 
-  /** Stops what runs on timers (at shutdown). */
+  /** Stops what runs on timers (at shutdown): the instance count, the releases kept for a retry. */
   close(): void {
     this.instances.stop();
+    this.engine.limiter.close();
   }
 
   private compile(controller: Target, handler: Target): RoutePlan {

@@ -11,13 +11,40 @@ type HeaderSink = {
   raw?: unknown;
 };
 
-/** The Node response, as far as its end goes. */
+/** The Node response (HTTP/1 `ServerResponse` or `Http2ServerResponse`), as far as its end goes. */
 type NodeResponse = {
   once?: (event: 'finish' | 'close', listener: () => void) => void;
   statusCode: number;
-  /** True once 'close' was emitted (Node >= 18). */
+  /** True once 'close' was emitted (HTTP/1, Node >= 18; absent on HTTP/2). */
   closed?: boolean;
+  /** True once the response was handed to the OS in full. */
+  writableFinished?: boolean;
+  /** HTTP/2: the stream, closed once reset or ended. */
+  stream?: { closed?: boolean; destroyed?: boolean } | null;
 };
+
+/** The Node request (Express's, or a Fastify request's `raw`), as far as its arrival goes. */
+type Arrival = {
+  /** HTTP/1: the whole message arrived (false while, or when, its body is cut short). */
+  complete?: boolean;
+  /** 'end' emitted: its body read to the end. */
+  readableEnded?: boolean;
+  /** HTTP/2: the stream (`complete` there is true once it closed, however). */
+  stream?: { endAfterHeaders?: boolean };
+};
+
+/** Whether the request's body was cut short: the client left before sending all of it. */
+function unfinished(request: Arrival | undefined): boolean {
+  if (request === undefined) return false;
+  if (request.stream) return request.stream.endAfterHeaders === false && !request.readableEnded;
+  return request.complete === false;
+}
+
+/** Whether the response's 'close' is past: a listener added now would never run. */
+function closed(node: NodeResponse): boolean {
+  // Http2ServerResponse has no `closed`: its stream says (a reset stream is closed at once).
+  return node.closed ?? (node.stream?.closed === true || node.stream?.destroyed === true);
+}
 
 /** Express's response is the Node one; Fastify's reply holds it as `raw`. */
 function nodeResponseOf(ctx: ExecutionContext): NodeResponse | undefined {
@@ -74,10 +101,15 @@ export const httpTransport: Transport = {
   },
   onDone(ctx, done) {
     const node = nodeResponseOf(ctx);
-    // The client may have gone while the request was being decided: its 'close' is past,
-    // and a listener added now would never run (the slot would wait for its lease).
-    if (node?.closed === true) return done();
+    if (node === undefined) return;
+    const request = ctx.getArgByIndex<(Arrival & { raw?: Arrival }) | undefined>(0);
+    // No handler runs any more once the response is sent, nor for a request whose body
+    // never arrived in full (it is read before the handler is called).
+    const over = () => node.writableFinished === true || unfinished(request?.raw ?? request);
+    // The client may have gone while the request was being decided (an abort, an HTTP/2
+    // stream reset): its 'close' is past, and a listener added now would never run.
+    if (closed(node)) return done(over());
     // 'close' fires after 'finish', and also when the connection drops first: every end.
-    node?.once!('close', done);
+    node.once!('close', () => done(over()));
   },
 };

@@ -79,10 +79,13 @@ export interface Transport {
   onSent?(ctx: ExecutionContext, done: (status: number) => void): void;
 
   /**
-   * Calls `done` once the call has ended, however it ends: response sent, failed, or the
-   * connection closed (the handler may still be running then). What gives back the slots of
-   * concurrency limits. Transports without it (the handler-bound ones: GraphQL, WebSocket,
-   * RPC) give them back when the handler's result settles (`RateLimitSettleInterceptor`).
+   * Calls `done` once the call is over for the transport, however it ends: `over` true when
+   * no handler will run for it any more (its response was sent in full, or its connection
+   * closed before its request had arrived in full), false when the client merely left (the
+   * handler may still be running then, or start later). What ends the concurrency slots of a
+   * call whose handler never claimed them (see `pipeline/slot-hold.ts`), and of a streamed
+   * body. Transports without it (the handler-bound ones: GraphQL, WebSocket, RPC) end them
+   * when the handler's result settles (`RateLimitSettleInterceptor`).
    */
-  onDone?(ctx: ExecutionContext, done: () => void): void;
+  onDone?(ctx: ExecutionContext, done: (over: boolean) => void): void;
 }
