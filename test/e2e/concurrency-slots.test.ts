@@ -172,10 +172,24 @@ describe.each(PLATFORMS)('concurrency slots on %s (issue 22)', (platform) => {
 
   it('150 requests aborted at 20 ms under @ConcurrencyLimit(2): at most 2 handlers ever run at once', async () => {
     work.max = 0;
+    // Two whose handlers are known to run, then aborted: the limit is reached whatever the
+    // load on the machine (a request aborted at 20 ms may never reach its handler).
+    const first = Array.from({ length: 2 }, () => new AbortController());
+    const held = first.map((c) =>
+      fetch(`${h.url}/slots/work`, { signal: c.signal }).catch(() => 'aborted'),
+    );
+    expect(await pollUntil(() => Promise.resolve(work.now === 2), 5000)).toBe(true);
+    first.forEach((c) => c.abort());
+    await Promise.all(held);
     // In waves of 10, each wave settled (answered or aborted) before the next is sent.
     for (let wave = 0; wave < 15; wave++) {
       await Promise.all(Array.from({ length: 10 }, () => abortedAfter(`${h.url}/slots/work`, 20)));
     }
+    // And one whose client waits: refused, the two handlers still running.
+    let probe: number | undefined;
+    void h.get('/slots/work').then((r) => (probe = r.status));
+    await pollUntil(() => Promise.resolve(probe !== undefined || work.now > 2), 5000);
+    expect({ probe, running: work.now }).toEqual({ probe: 429, running: 2 });
     // An aborted request may still reach the guard late and run once a slot frees: its
     // handler waits on a gate too, so the gates are opened until every slot is back.
     const quiet = await pollUntil(async () => {
