@@ -11,7 +11,8 @@
  * over the flood: each one it is admitted is a refusal forgotten. Prints one JSON line: the
  * flood's and the probes' answers, `admitted` (2xx with rate-limit headers, decided by the
  * store), `failOpen` (2xx without them: admitted without a decision), `refused` (429),
- * `other` (anything else, errors included), and the flood's duration in ms.
+ * `other` (anything else, errors included; `otherKinds` says which), and the flood's duration
+ * in ms.
  */
 import { Agent, request } from 'node:http';
 
@@ -31,6 +32,10 @@ interface Tally {
   other: number;
 }
 
+/** What the `other` answers were: status codes and error codes, with their counts. */
+const otherKinds: Record<string, number> = {};
+const otherOf = (kind: string) => (otherKinds[kind] = (otherKinds[kind] ?? 0) + 1);
+
 const options = JSON.parse(process.argv[2] ?? '{}') as Options;
 const { url, connections, requests, probes = 0, probeBudget = 4 } = options;
 
@@ -44,13 +49,17 @@ function send(agent: Agent, into: Tally, localAddress?: string): Promise<void> {
         if (res.headers['x-ratelimit-remaining'] !== undefined) into.admitted++;
         else into.failOpen++;
       } else if (status === 429) into.refused++;
-      else into.other++;
+      else {
+        into.other++;
+        otherOf(String(status));
+      }
       res.resume();
       res.on('end', resolve);
       res.on('error', () => resolve());
     });
-    req.on('error', () => {
+    req.on('error', (error: NodeJS.ErrnoException) => {
       into.other++;
+      otherOf(error.code ?? error.message);
       resolve();
     });
     req.end();
@@ -88,5 +97,10 @@ await Promise.all(probesDone);
 agent.destroy();
 probeAgent.destroy();
 console.log(
-  JSON.stringify({ flood, ms, ...(probes > 0 && { probeBefore: before, probes: probeTally }) }),
+  JSON.stringify({
+    flood,
+    ms,
+    ...(probes > 0 && { probeBefore: before, probes: probeTally }),
+    ...(Object.keys(otherKinds).length > 0 && { otherKinds }),
+  }),
 );

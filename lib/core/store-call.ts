@@ -11,10 +11,10 @@ import type { RateLimitStore } from './stores/store.js';
  * is open or when the store cannot be reached, `error` when it answered with an error.
  *
  * With `progress`, a call past `timeoutMs` is given up only when the store is down, not when
- * it is behind: while the store answers other calls, or while this process was the one late
- * (its timer fired late: a busy event loop), the call keeps waiting, up to
- * `progress.maxWaitMs`, and such a timeout never counts against the circuit breaker. Only a
- * store that answered nothing during the whole wait opens it. Replies that say the store
+ * it is behind: while the store answers other calls, or when this process was the one late
+ * (its timer fired late: a busy event loop), the call keeps waiting, another `timeoutMs` at a
+ * time, up to `progress.maxWaitMs`. Such a timeout never counts against the circuit breaker:
+ * only a store that answered nothing during the whole wait opens it. Replies that say the store
  * cannot write (Redis out of memory, a read-only replica) fail the call but are answers: they
  * do not open the breaker either, since the store still refuses what it should refuse.
  *
@@ -66,7 +66,6 @@ function waitFor<T>(
     let seen = progress === undefined ? 0 : progress.answers;
     let progressed = false;
     let started = 0;
-    let checks = 0;
     if (timeoutMs !== Infinity) {
       const expire = (lateMs: number): void => {
         // After an event-loop stall, timers run before the replies already sitting in the
@@ -74,12 +73,14 @@ function waitFor<T>(
         // in time still wins, and a stall alone never fails a call.
         setImmediate(() => {
           if (settled) return;
-          checks++;
           const waitedMs = performance.now() - started;
           if (progress !== undefined) {
             const moved = progress.answers !== seen;
             seen = progress.answers;
             if (moved) progressed = true;
+            // Behind others on the connection, or held up by this process (its commands may
+            // have been written only now, behind a batch still being answered, and their
+            // replies not read yet): the store gets another timeoutMs of its own.
             if ((moved || lateMs >= lateAfterMs(timeoutMs)) && waitedMs < progress.maxWaitMs) {
               deadline = deadlineIn(timeoutMs, expire);
               return;
@@ -92,8 +93,10 @@ function waitFor<T>(
             new RateLimitBackendError(
               'timeout',
               progressed
-                ? `rate-limit store behind: no answer to this call within ${checks * timeoutMs} ms (maxWaitMs ${progress!.maxWaitMs}), though it answered others`
-                : `rate-limit store did not answer within ${checks * timeoutMs} ms`,
+                ? `rate-limit store behind: no answer to this call within ${Math.round(waitedMs)} ms (maxWaitMs ${progress!.maxWaitMs}), though it answered others`
+                : waitedMs < timeoutMs * 1.5
+                  ? `rate-limit store did not answer within ${timeoutMs} ms`
+                  : `rate-limit store did not answer within ${timeoutMs} ms (waited ${Math.round(waitedMs)} ms: this process was busy)`,
             ),
           );
         });

@@ -21,6 +21,7 @@ import {
   startReplicatedCluster,
   type ReplicatedClusterHandle,
 } from '../harness/replicated-cluster.js';
+import { lateAfterMs } from '../../lib/core/store-progress.js';
 import { pollUntil } from '../e2e/support/app.js';
 import { AppProcess } from '../e2e/support/app-process.js';
 import {
@@ -103,7 +104,10 @@ describe('Cluster failover under traffic', () => {
     // Held = waiting on the store, measured in the app's own process (onDecision's
     // durationMs, from the store call to its answer or failure): the stalls of this process,
     // which sends the traffic and polls Redis, are not in it; the app's own are.
-    expect(holds.maxMs).toBeLessThanOrEqual(TIMEOUT_MS + 50);
+    // A call whose timer the app itself ran late (its event loop stalled: a loaded machine)
+    // gets another timeoutMs rather than failing open (issue 22, finding 1).
+    const stalled = holds.loopDelayMaxMs >= lateAfterMs(TIMEOUT_MS);
+    expect(holds.maxMs).toBeLessThanOrEqual(TIMEOUT_MS + 50 + (stalled ? TIMEOUT_MS : 0));
     // CLUSTER FAILOVER waits for the replica to catch up and the old master refuses writes
     // meanwhile, so only the crash can lose writes: one per request in flight. Counted writes
     // whose reply was lost go the other way.

@@ -18,6 +18,7 @@ import { performance } from 'node:perf_hooks';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { redisCall } from '../harness/global-setup.js';
 import { startSentinelGroup, type SentinelGroupHandle } from '../harness/sentinel.js';
+import { lateAfterMs } from '../../lib/core/store-progress.js';
 import { pollUntil } from '../e2e/support/app.js';
 import { AppProcess } from '../e2e/support/app-process.js';
 import {
@@ -99,7 +100,10 @@ describe('Sentinel failover under traffic', () => {
     // Held = waiting on the store, measured in the app's own process (onDecision's
     // durationMs, from the store call to its answer or failure): the stalls of this process,
     // which sends the traffic and polls Redis, are not in it; the app's own are.
-    expect(holds.maxMs).toBeLessThanOrEqual(TIMEOUT_MS + 50);
+    // A call whose timer the app itself ran late (its event loop stalled: a loaded machine)
+    // gets another timeoutMs rather than failing open (issue 22, finding 1).
+    const stalled = holds.loopDelayMaxMs >= lateAfterMs(TIMEOUT_MS);
+    expect(holds.maxMs).toBeLessThanOrEqual(TIMEOUT_MS + 50 + (stalled ? TIMEOUT_MS : 0));
     // Lost writes: the old primary's after the replica was promoted and before the client left
     // it (split brain), and a crashed primary's not yet sent to its replica (one per request
     // in flight). Counted writes whose reply was lost (admitted fail-open) go the other way,

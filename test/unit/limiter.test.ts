@@ -347,7 +347,8 @@ describe('RateLimiter: backend failures', () => {
     expect(Date.now() - started).toBeGreaterThanOrEqual(15);
     expect(error).toBeInstanceOf(RateLimitBackendError);
     expect((error as RateLimitBackendError).kind).toBe('timeout');
-    expect((error as Error).message).toBe('rate-limit store did not answer within 20 ms');
+    // A loaded machine may run the timer late: the call then gets a moment more, said so.
+    expect((error as Error).message).toMatch(/^rate-limit store did not answer within 20 ms/);
   });
 
   it('opens the circuit after 5 failures in a row, and reset still reaches the store', async () => {

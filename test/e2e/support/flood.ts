@@ -22,6 +22,8 @@ export interface FloodResult {
   ms: number;
   probeBefore?: FloodTally;
   probes?: FloodTally;
+  /** What the `other` answers were: status codes and error codes, with their counts. */
+  otherKinds?: Record<string, number>;
 }
 
 export interface FloodOptions {
