@@ -91,7 +91,9 @@ export function consumeCall(
       // leaves the slots an earlier one took. Given back at once, not after their lease.
       else if (!decision.allowed && entries.some((e) => e.identity !== entries[0]!.identity))
         abandonLeases(store, storePolicies);
-      if (remembers && !decision.allowed) refusals.remember(storePolicies, decision);
+      // Refusals are kept; once some are, admissions of their keys reset them.
+      if (remembers && (!decision.allowed || refusals.size !== 0))
+        refusals.remember(storePolicies, decision);
       if (cache && !decision.allowed && !slotRefused(storePolicies, outcomes)) {
         cache.remember(
           signature ?? signatureOf(storePolicies),

@@ -52,9 +52,9 @@ export interface Decision {
 
 /**
  * A refusal this process knows without its store (see `RateLimitBackendError.refusal`): the
- * store refused these policies of the same identity, scope and name a moment ago, and their
- * wait is not over. Only those policies are in it: `decision.policies[k]` is the request's
- * policy at `indexes[k]`, its waits counted down since.
+ * store refused these policies of the same identity, scope and name, and their wait is not
+ * over, or their rate has not given back the cost since. Only those policies are in it:
+ * `decision.policies[k]` is the request's policy at `indexes[k]`, its waits counted from now.
  */
 export interface KnownRefusal {
   readonly decision: Decision;

@@ -52,8 +52,9 @@ export class RateLimitBackendError extends Error {
   /**
    * Set by `RateLimiter` when the request is refused all the same: this process saw the store
    * refuse some of its policies (same identity, scope and name), and that refusal's wait is
-   * not over. Refuse with it rather than failing open: a client already over its limit stays
-   * refused while the store cannot be asked.
+   * not over, or the policy's rate has not given back enough since. Refuse with it rather
+   * than failing open: a client over its limit stays held to it while the store cannot be
+   * asked.
    */
   refusal?: KnownRefusal;
 

@@ -52,12 +52,82 @@ describe('RecentRefusals', () => {
       },
       indexes: [0],
     });
-    now += 15_000;
+  });
+
+  it("then holds the key to the policy's rate while the store fails: one every 20 s at 3/m, no more", () => {
+    let now = 0;
+    const refusals = new RecentRefusals({ clock: () => now });
+    const p = [policy('ip:192.0.2.1')];
+    refusals.remember(p, refusedFor(20_000));
+    now = 20_000;
+    // The token the store would have given back by now: taken.
+    expect(refusals.refusal(p)).toBeUndefined();
+    expect(refusals.refusal(p)?.decision.policies[0]!.retryAfterMs).toBe(20_000);
+    now = 50_000;
+    expect(refusals.refusal(p)).toBeUndefined();
+    expect(refusals.refusal(p)?.decision.policies[0]!.retryAfterMs).toBe(10_000);
+    // Left alone long enough to be full again: nothing known against it, and it is dropped.
+    now = 200_000;
     expect(refusals.refusal(p)).toBeUndefined();
     expect(refusals.size).toBe(0);
   });
 
-  it('a refusal remembered again within 100 ms stays as it was, unless the new wait is longer (a block extended)', () => {
+  it('an admission by the store resets the key to what it says remains; an exemption drops it', () => {
+    let now = 0;
+    const refusals = new RecentRefusals({ clock: () => now });
+    const p = [policy('user:1')];
+    refusals.remember(p, refusedFor(20_000));
+    now = 20_000;
+    const admitted = (remaining: number, exempt = false): Decision => ({
+      allowed: true,
+      policies: [
+        {
+          name: 'default',
+          allowed: true,
+          limit: 3,
+          remaining,
+          resetMs: 20_000,
+          retryAfterMs: 0,
+          ...(exempt && { exempt: true as const }),
+        },
+      ],
+    });
+    refusals.remember(p, admitted(0));
+    // The store gave the token: none left for a failure right after.
+    expect(refusals.refusal(p)?.decision.policies[0]!.retryAfterMs).toBe(20_000);
+    refusals.remember(p, admitted(3, true));
+    expect(refusals.size).toBe(0);
+  });
+
+  it('a stacked request is refused whole, and spends nothing then', () => {
+    let now = 0;
+    const refusals = new RecentRefusals({ clock: () => now });
+    const burst = policy('user:1', 'burst');
+    const daily = policy('user:1', 'daily');
+    refusals.remember([burst], refusedFor(20_000, 'burst'));
+    refusals.remember([daily], refusedFor(40_000, 'daily'));
+    now = 20_000;
+    expect(refusals.refusal([burst, daily])?.indexes).toEqual([1]);
+    // The burst token is still there.
+    expect(refusals.refusal([burst])).toBeUndefined();
+  });
+
+  it("a penalty's block is refused as such until it ends", () => {
+    let now = 0;
+    const refusals = new RecentRefusals({ clock: () => now });
+    const p = [policy('user:1')];
+    const block = refusedFor(900_000);
+    refusals.remember(p, { ...block, policies: [{ ...block.policies[0]!, blocked: true }] });
+    now = 600_000;
+    expect(refusals.refusal(p)?.decision.policies[0]).toMatchObject({
+      blocked: true,
+      retryAfterMs: 300_000,
+    });
+    now = 900_000;
+    expect(refusals.refusal(p)).toBeUndefined();
+  });
+
+  it('a key refused again takes the new wait (updated in place within 100 ms, moved to the young end after)', () => {
     let now = 0;
     const refusals = new RecentRefusals({ clock: () => now });
     const p = [policy('user:1')];

@@ -8,9 +8,9 @@ import type { RequestOutcome } from './outcome.js';
  * The on-store-failure stage: the store did not answer for `enforcing` (an error, a timeout,
  * an open circuit breaker, Redis out of memory or read-only). Logged as
  * `rate_limit.backend_error`; then what this process knows refuses first: a refusal by the
- * store of the same identity and policy whose wait is not over (a 429 with its `Retry-After`
- * counted down), whatever the route's failure mode, so a client already over its limit is
- * never admitted because the store could not be asked. Then a fail-closed policy wins
+ * store of the same identity and policy whose wait is not over, or whose policy's rate has
+ * not given back the cost since (a 429 with its `Retry-After`), whatever the route's failure
+ * mode, so a client over its limit is not admitted because the store could not be asked. Then a fail-closed policy wins
  * (`failure`, the route's 503), else the insurance limits of `onStoreFailure: 'local'`
  * policies decide in memory, and the fail-open rest admit.
  *
