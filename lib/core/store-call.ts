@@ -144,13 +144,28 @@ function isReply(error: unknown): boolean {
 }
 
 /**
- * Redis answered, but cannot write: out of memory under `maxmemory-policy noeviction`
- * (`OOM`), or a read-only replica (`READONLY`). The script still ran up to its first write,
- * so what it refuses it still refuses; only what it would admit fails.
+ * Redis answered, but refuses writes: out of memory under `maxmemory-policy noeviction`
+ * (`OOM`), a read-only replica (`READONLY`), a failed snapshot under
+ * `stop-writes-on-bgsave-error` (`MISCONF`), too few replicas for `min-replicas-to-write`
+ * (`NOREPLICAS`). The script still ran up to its first write, so what it refuses it still
+ * refuses; only what it would admit fails.
  */
+const CANNOT_WRITE: Readonly<Record<string, string>> = {
+  OOM: 'Redis is out of memory',
+  READONLY: 'connected to a read-only replica',
+  MISCONF: 'Redis cannot persist to disk (stop-writes-on-bgsave-error)',
+  NOREPLICAS: 'too few replicas for min-replicas-to-write',
+};
+
+function cannotWriteReason(message: string): string | undefined {
+  const space = message.indexOf(' ');
+  return Object.hasOwn(CANNOT_WRITE, message.slice(0, space))
+    ? CANNOT_WRITE[message.slice(0, space)]
+    : undefined;
+}
+
 function cannotWrite(error: unknown): boolean {
-  const message = (error as Error).message;
-  return message.startsWith('OOM ') || message.startsWith('READONLY ');
+  return cannotWriteReason((error as Error).message) !== undefined;
 }
 
 function toBackendError(error: unknown): RateLimitBackendError {
@@ -158,11 +173,10 @@ function toBackendError(error: unknown): RateLimitBackendError {
   const message = error instanceof Error ? error.message : String(error);
   // A reply from Redis means it is up and refused this call; anything else means we could not reach it.
   if (isReply(error)) {
-    const text = message.startsWith('OOM ')
-      ? `rate-limit store cannot write: Redis is out of memory (${message})`
-      : message.startsWith('READONLY ')
-        ? `rate-limit store cannot write: connected to a read-only replica (${message})`
-        : `rate-limit store failed: ${message}`;
+    const reason = cannotWriteReason(message);
+    const text = reason
+      ? `rate-limit store cannot write: ${reason} (${message})`
+      : `rate-limit store failed: ${message}`;
     return new RateLimitBackendError('error', text, { cause: error });
   }
   // ioredis's words for "not connected" read as advice to turn its offline queue on, which

@@ -116,6 +116,22 @@ describe.each(PLATFORMS)('Redis that cannot write, on %s (issue 22, finding 7)',
     await admin.config('SET', 'maxmemory', '0');
   });
 
+  // Review: MISCONF and NOREPLICAS (writes refused for want of a snapshot or of replicas)
+  // counted against the breaker like a dead store, so 5 fresh clients opened it and a client
+  // refused only by the other instance was then admitted fail-open.
+  it('too few replicas (min-replicas-to-write): fresh clients fail open, the breaker stays closed, refused clients stay refused on either instance', async () => {
+    await admin.config('SET', 'min-replicas-to-write', '1');
+    for (const h of [one, two]) {
+      expect((await freshOnes(h, 'norepl')).map(statusOf)).toEqual(
+        new Array(8).fill('200 no headers'),
+      );
+    }
+    expect(statusOf(await get(two, '/cw/open', 'seen-by-one'))).toBe('429');
+    expect(statusOf(await get(one, '/cw/open', 'over'))).toBe('429');
+    for (const h of [one, two]) expect(h.app.get(RateLimiter).circuitState).toBe('closed');
+    await admin.config('SET', 'min-replicas-to-write', '0');
+  });
+
   it('a read-only replica: clients this instance saw refused stay refused; insurance limits hold; fresh clients fail open, no 5xx', async () => {
     // Made the replica of an empty primary: the rate-limit state it held is gone, so only
     // what the instance remembers can refuse.
