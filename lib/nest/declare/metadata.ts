@@ -19,6 +19,10 @@ export const NEST_METADATA = {
   interceptors: '__interceptors__',
   /** `METHOD_METADATA` of `@nestjs/common`: `@Get`, `@Post`, … on a controller method. */
   route: 'method',
+  /** `ROUTE_ARGS_METADATA` of `@nestjs/common`: `@Res()`, `@Body()`, … on a method's parameters. */
+  routeArgs: '__routeArguments__',
+  /** `SSE_METADATA` of `@nestjs/common`: `@Sse()`. */
+  sse: '__sse__',
   /** `PATTERN_METADATA` of `@nestjs/microservices`: `@MessagePattern`, `@EventPattern`. */
   pattern: 'microservices:pattern',
   /** `PATTERN_HANDLER_METADATA` of `@nestjs/microservices`: message (1) or event (2) handler. */

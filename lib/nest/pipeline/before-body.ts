@@ -1,5 +1,6 @@
 import { HttpException, type ExecutionContext } from '@nestjs/common';
 import { ProblemDetailsFilter, RateLimitProblemException } from '../transports/problem-details.js';
+import { markDecidedFor } from './outcome.js';
 
 /**
  * `@ConcurrencyLimit(n, { includeUpload: true })` (issue 22, finding 3): the route's call is
@@ -55,6 +56,9 @@ export function decideOnArrival(
   response: object,
 ): Promise<boolean> {
   const ctx = arrivalContext(type, handler, request, response);
+  // Found by routing the request once more, which may not pick the route Nest dispatches to
+  // (versions, hosts): the guard decides afresh for any other (see RateLimitGuard).
+  markDecidedFor(request, type, handler);
   let decided: Promise<boolean>;
   try {
     decided = guard.canActivate(ctx);

@@ -69,3 +69,29 @@ export function storeOutcome(
 ): void {
   (carrier as Carrier)[STORED] = outcome;
 }
+
+/** Forgets the outcome stored on `carrier`: the call is decided afresh. */
+export function forgetOutcome(carrier: object): void {
+  delete (carrier as Carrier)[STORED];
+}
+
+// The route an outcome decided before the body (`includeUpload`) was made for.
+const DECIDED_FOR = Symbol.for('nest-rate-limit:decided-for');
+
+type Route = { type: object; handler: object };
+
+/** Records that the outcome stored on `carrier` was decided for `handler` of `type`. */
+export function markDecidedFor(carrier: object, type: object, handler: object): void {
+  (carrier as { [DECIDED_FOR]?: Route })[DECIDED_FOR] = { type, handler };
+}
+
+/**
+ * False when the outcome on `carrier` was decided before the body for another route than
+ * `handler` of `type` (the one Nest dispatches to), and forgets that mark; else true.
+ */
+export function decidedFor(carrier: object, type: object, handler: object): boolean {
+  const route = (carrier as { [DECIDED_FOR]?: Route })[DECIDED_FOR];
+  if (route === undefined || (route.type === type && route.handler === handler)) return true;
+  delete (carrier as { [DECIDED_FOR]?: Route })[DECIDED_FOR];
+  return false;
+}

@@ -11,8 +11,15 @@ import { deferToRouteGuards } from './defer.js';
 import { deliver } from './deliver.js';
 import { Gate } from './gate.js';
 import { identitiesOf } from './identify.js';
-import { NO_LIMIT, storedDecision, storeOutcome, type RequestOutcome } from './outcome.js';
-import { endSlots, holdSlots } from './slot-hold.js';
+import {
+  decidedFor,
+  forgetOutcome,
+  NO_LIMIT,
+  storedDecision,
+  storeOutcome,
+  type RequestOutcome,
+} from './outcome.js';
+import { endSlots, forgetSlots, holdSlots } from './slot-hold.js';
 import { isThenable } from './thenable.js';
 
 /** The outcome of a call left alone (kill switch off, or skipped): no headers, nothing later. */
@@ -82,7 +89,11 @@ export class RateLimitGuard implements CanActivate {
     } catch (error) {
       return Promise.resolve(this.unreadable(ctx, error));
     }
-    if (stored !== undefined) return this.decidedBefore(ctx, stored);
+    if (stored !== undefined) {
+      if (decidedFor(carrier, ctx.getClass(), ctx.getHandler()))
+        return this.decidedBefore(ctx, stored);
+      return this.redecide(ctx, transport, carrier, stored);
+    }
     // Stored while it is being decided: calls that share the carrier at once (the items of a
     // GraphQL list under one field) wait for this decision rather than count again.
     const deciding = this.decide(ctx, transport, request, carrier);
@@ -99,6 +110,23 @@ export class RateLimitGuard implements CanActivate {
       }
       return this.answer(ctx, transport, outcome);
     });
+  }
+
+  /**
+   * A call decided before its body for another route than the one Nest dispatched it to
+   * (`includeUpload`, Express routing it once more: versions, hosts): what that decision took
+   * is given back, and the call decided by its own route's policies.
+   */
+  private async redecide(
+    ctx: ExecutionContext,
+    transport: Transport,
+    carrier: object,
+    stored: RequestOutcome | Promise<RequestOutcome>,
+  ): Promise<boolean> {
+    await stored;
+    await forgetSlots(carrier);
+    forgetOutcome(carrier);
+    return this.activate(ctx, transport);
   }
 
   /** The deliver stage, then the response's end watched for `count`. */

@@ -8,6 +8,8 @@ import { Observable } from 'rxjs';
 import { storedOutcome } from './outcome.js';
 import { claimSlots, type SlotHold } from './slot-hold.js';
 import { adapterOf } from '../transports/registry.js';
+import { NEST_METADATA } from '../declare/metadata.js';
+import { ownsResponse } from '../plan/response-owner.js';
 
 /** The status a failed handler is counted with: an `HttpException`'s own, else 500. */
 function statusOf(error: unknown): number {
@@ -33,9 +35,13 @@ function streamedBody(value: unknown): boolean {
  * handler starts, given back when its result settles (its promise, or its observable
  * completes or errors), and that result passed on only once the release has reached the
  * store, so the response (or the exception filter's) is written after it; values pass at
- * once (Server-Sent Events stream as they come, their end waits for the release); an
- * unsubscribe (the SSE client left) gives them back. On HTTP a streamed body
- * (`StreamableFile`, streams, async iterables) keeps them until the response ends.
+ * once (Server-Sent Events stream as they come, their end waits for the release). On HTTP a
+ * streamed body (`StreamableFile`, streams, async iterables), and the response of a handler
+ * that writes it itself (`@Res()` without `passthrough`), keep them until the response ends.
+ * An unsubscribe before the end: an SSE client that left, a WebSocket or RPC stream
+ * cancelled, gives them back; on HTTP and GraphQL otherwise it is something before us
+ * (an app-wide `timeout()` interceptor) giving up on a handler that still runs, so they are
+ * kept until that handler's result settles.
  * `count` policies where the transport has no response to watch (GraphQL, WebSocket,
  * microservices): settled with the result, success as status 200, a thrown error as its
  * `HttpException` status, else 500; HTTP settles from the response (`onSent`).
@@ -48,12 +54,28 @@ export class RateLimitSettleInterceptor implements NestInterceptor {
   intercept(ctx: ExecutionContext, next: CallHandler): Observable<unknown> {
     const carrier = adapterOf(ctx)?.carrier(ctx);
     if (carrier === undefined) return next.handle();
-    const http = ctx.getType() === 'http';
+    const type = ctx.getType<string>();
+    const http = type === 'http';
     const hold = claimSlots(carrier);
     const settle = http ? undefined : storedOutcome(carrier)?.settle;
     if (hold === undefined && settle === undefined) return next.handle();
-    return whileRunning(next.handle(), hold, settle, http);
+    const handler = ctx.getHandler();
+    const sse = http && Reflect.getMetadata(NEST_METADATA.sse, handler) === true;
+    return whileRunning(next.handle(), hold, settle, {
+      http,
+      ownsResponse: http && hold !== undefined && ownsResponse(ctx.getClass(), handler),
+      // Only where a handler's result is one value: a stream's end may never come.
+      outlivesUnsubscribe: (http && !sse) || type === 'graphql',
+    });
   }
+}
+
+interface Running {
+  http: boolean;
+  /** The handler writes the response itself: the hold goes to the response's end. */
+  ownsResponse: boolean;
+  /** An unsubscribe before the end keeps the hold until the handler's result settles. */
+  outlivesUnsubscribe: boolean;
 }
 
 /** `source`, with the hold given back and `settle` called as it ends (see above). */
@@ -61,7 +83,7 @@ function whileRunning(
   source: Observable<unknown>,
   hold: SlotHold | undefined,
   settle: ((status: number) => void) | undefined,
-  http: boolean,
+  { http, ownsResponse, outlivesUnsubscribe }: Running,
 ): Observable<unknown> {
   return new Observable((subscriber) => {
     let over = false;
@@ -84,13 +106,21 @@ function whileRunning(
         over = true;
         settle?.(200);
         if (!hold || streamed) return subscriber.complete();
+        if (ownsResponse) {
+          hold.handOver();
+          return subscriber.complete();
+        }
         void hold.end().then(() => subscriber.complete());
       },
     });
     return () => {
-      subscription.unsubscribe();
-      // Unsubscribed before the end (an SSE client that left): nothing waits for the result.
-      if (!over && !streamed) void hold?.end();
+      if (over || streamed || !hold) return subscription.unsubscribe();
+      // Given up on before the end: the subscription is kept, its end giving the slots back
+      // (the subscriber, closed now, passes nothing on), when the handler may still be running.
+      if (!outlivesUnsubscribe) {
+        subscription.unsubscribe();
+        void hold.end();
+      }
     };
   });
 }

@@ -20,6 +20,8 @@ export class SlotHold {
   private readonly releases: (() => Promise<void>)[] = [];
   private state: 'pending' | 'running' | 'streaming' | 'ended' = 'pending';
   private ended: Promise<void> | undefined;
+  /** The transport's end of the call came while the handler ran (a response it wrote itself). */
+  private callOver = false;
 
   /** Adds the slots of one decision (a call decided in two steps holds those of both). */
   add(release: () => Promise<void>): void {
@@ -48,14 +50,21 @@ export class SlotHold {
     return this.ended;
   }
 
-  /** The handler returned a streamed body: the slots are held until the response ends. */
+  /**
+   * The handler returned a streamed body, or wrote the response itself (`@Res()`): the slots
+   * are held until the response ends, at once when it already has (a handler that wrote it
+   * and then went on working).
+   */
   handOver(): void {
-    if (this.state === 'running') this.state = 'streaming';
+    if (this.state !== 'running') return;
+    if (this.callOver) void this.end();
+    else this.state = 'streaming';
   }
 
   /** The transport's end of the call: `over` when no handler will run for it any more. */
   callEnded(over: boolean): void {
-    if (this.state === 'streaming' || (this.state === 'pending' && over)) void this.end();
+    if (this.state === 'running') this.callOver = true;
+    else if (this.state === 'streaming' || (this.state === 'pending' && over)) void this.end();
   }
 }
 
@@ -91,6 +100,13 @@ export function claimSlots(carrier: object): SlotHold | undefined {
 /** Ends the hold of the call on `carrier`, if any (a refusal: no handler will run). */
 export function endSlots(carrier: object): Promise<void> {
   return (carrier as Carrier)[HOLD]?.end() ?? DONE;
+}
+
+/** Ends the hold of the call on `carrier`, if any, and removes it: the call is decided afresh. */
+export function forgetSlots(carrier: object): Promise<void> {
+  const ended = endSlots(carrier);
+  delete (carrier as Carrier)[HOLD];
+  return ended;
 }
 
 const DONE = Promise.resolve();
