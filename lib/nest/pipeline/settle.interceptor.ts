@@ -8,7 +8,6 @@ import { Observable } from 'rxjs';
 import { storedOutcome } from './outcome.js';
 import { claimSlots, type SlotHold } from './slot-hold.js';
 import { adapterOf } from '../transports/registry.js';
-import { NEST_METADATA } from '../declare/metadata.js';
 import { ownsResponse } from '../plan/response-owner.js';
 
 /** The status a failed handler is counted with: an `HttpException`'s own, else 500. */
@@ -38,10 +37,8 @@ function streamedBody(value: unknown): boolean {
  * once (Server-Sent Events stream as they come, their end waits for the release). On HTTP a
  * streamed body (`StreamableFile`, streams, async iterables), and the response of a handler
  * that writes it itself (`@Res()` without `passthrough`), keep them until the response ends.
- * An unsubscribe before the end: an SSE client that left, a WebSocket or RPC stream
- * cancelled, gives them back; on HTTP and GraphQL otherwise it is something before us
- * (an app-wide `timeout()` interceptor) giving up on a handler that still runs, so they are
- * kept until that handler's result settles.
+ * An unsubscribe before the end (an SSE client that left, a stream cancelled, an app-wide
+ * `timeout()` interceptor giving up) gives them back.
  * `count` policies where the transport has no response to watch (GraphQL, WebSocket,
  * microservices): settled with the result, success as status 200, a thrown error as its
  * `HttpException` status, else 500; HTTP settles from the response (`onSent`).
@@ -54,18 +51,14 @@ export class RateLimitSettleInterceptor implements NestInterceptor {
   intercept(ctx: ExecutionContext, next: CallHandler): Observable<unknown> {
     const carrier = adapterOf(ctx)?.carrier(ctx);
     if (carrier === undefined) return next.handle();
-    const type = ctx.getType<string>();
-    const http = type === 'http';
+    const http = ctx.getType() === 'http';
     const hold = claimSlots(carrier);
     const settle = http ? undefined : storedOutcome(carrier)?.settle;
     if (hold === undefined && settle === undefined) return next.handle();
     const handler = ctx.getHandler();
-    const sse = http && Reflect.getMetadata(NEST_METADATA.sse, handler) === true;
     return whileRunning(next.handle(), hold, settle, {
       http,
       ownsResponse: http && hold !== undefined && ownsResponse(ctx.getClass(), handler),
-      // Only where a handler's result is one value: a stream's end may never come.
-      outlivesUnsubscribe: (http && !sse) || type === 'graphql',
     });
   }
 }
@@ -74,8 +67,6 @@ interface Running {
   http: boolean;
   /** The handler writes the response itself: the hold goes to the response's end. */
   ownsResponse: boolean;
-  /** An unsubscribe before the end keeps the hold until the handler's result settles. */
-  outlivesUnsubscribe: boolean;
 }
 
 /** `source`, with the hold given back and `settle` called as it ends (see above). */
@@ -83,7 +74,7 @@ function whileRunning(
   source: Observable<unknown>,
   hold: SlotHold | undefined,
   settle: ((status: number) => void) | undefined,
-  { http, ownsResponse, outlivesUnsubscribe }: Running,
+  { http, ownsResponse }: Running,
 ): Observable<unknown> {
   return new Observable((subscriber) => {
     let over = false;
@@ -114,13 +105,11 @@ function whileRunning(
       },
     });
     return () => {
-      if (over || streamed || !hold) return subscription.unsubscribe();
-      // Given up on before the end: the subscription is kept, its end giving the slots back
-      // (the subscriber, closed now, passes nothing on), when the handler may still be running.
-      if (!outlivesUnsubscribe) {
-        subscription.unsubscribe();
-        void hold.end();
-      }
+      subscription.unsubscribe();
+      // Unsubscribed before the end (an SSE client that left, an app-wide timeout()):
+      // nothing waits for the result. Known gap: a handler still running after a timeout()
+      // gave up on it has its slot given back already.
+      if (!over && !streamed) void hold?.end();
     };
   });
 }
