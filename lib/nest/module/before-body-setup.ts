@@ -1,8 +1,9 @@
 import { Inject } from '@nestjs/common';
-import { APP_GUARD, DiscoveryService, HttpAdapterHost, MetadataScanner } from '@nestjs/core';
+import { DiscoveryService, HttpAdapterHost, MetadataScanner } from '@nestjs/core';
 import { INCLUDE_UPLOAD_METADATA, NEST_METADATA } from '../declare/metadata.js';
 import { decideOnArrival, type Decider } from '../pipeline/before-body.js';
 import { RateLimitGuard } from '../pipeline/rate-limit.guard.js';
+import { appGuardSubclass } from './bootstrap.js';
 import { RoutePlanner } from '../plan/planner.js';
 import { isConcurrency } from '../plan/rules.js';
 
@@ -70,18 +71,8 @@ export class BeforeBodySetup {
   /** The guard that decides calls: the module's, or the app's subclass it stands aside for. */
   private deciding(): Decider {
     if (this.decider) return this.decider;
-    const subclass = this.own.standAside
-      ? this.discovery
-          .getProviders()
-          .find(
-            ({ token, instance }) =>
-              typeof token === 'string' &&
-              token.startsWith(APP_GUARD) &&
-              instance instanceof RateLimitGuard &&
-              instance !== this.own,
-          )?.instance
-      : undefined;
-    return (this.decider = (subclass as RateLimitGuard | undefined) ?? this.own);
+    const subclass = this.own.standAside ? appGuardSubclass(this.discovery, this.own) : undefined;
+    return (this.decider = subclass ?? this.own);
   }
 
   private onFastify(app: FastifyLike): void {

@@ -180,15 +180,25 @@ export class GuardCheck implements OnModuleInit {
   ) {}
 
   onModuleInit(): void {
-    // Nest keeps each APP_GUARD under a token of its own: "APP_GUARD (UUID: …)".
-    this.own.standAside = this.discovery
-      .getProviders()
-      .some(
-        ({ token, instance }) =>
-          typeof token === 'string' &&
-          token.startsWith(APP_GUARD) &&
-          instance instanceof RateLimitGuard &&
-          instance !== this.own,
-      );
+    this.own.standAside = appGuardSubclass(this.discovery, this.own) !== undefined;
   }
+}
+
+/**
+ * The app's own global `RateLimitGuard` subclass, other than the module's guard `own`, if it
+ * registered one. Nest keeps each APP_GUARD under a token of its own: "APP_GUARD (UUID: …)".
+ */
+export function appGuardSubclass(
+  discovery: DiscoveryService,
+  own: RateLimitGuard,
+): RateLimitGuard | undefined {
+  return discovery
+    .getProviders()
+    .find(
+      ({ token, instance }) =>
+        typeof token === 'string' &&
+        token.startsWith(APP_GUARD) &&
+        instance instanceof RateLimitGuard &&
+        instance !== own,
+    )?.instance as RateLimitGuard | undefined;
 }
