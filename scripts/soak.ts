@@ -56,9 +56,12 @@ const FAILOVER_EVERY_MS = Number(env.SOAK_FAILOVER_EVERY ?? 120) * 1000;
  * A window ends when the app is seen writing on the new primary (its commandstats polled every
  * 20 ms): its first call there went through, so its circuit breaker is closed, and the calls
  * after it go there too. Requests sent in the moment after that write, before it is seen,
- * still count as in the window; later ones have no reason to fail open.
+ * still count as in the window, and so do the answers to calls sent to the old primary inside
+ * the window: with the new connection answering, such a call waits up to `maxWaitMs` (10 x
+ * `timeoutMs`, 1 s by default) before it is given up (in the first 10-minute run, 8 answers
+ * came after 250 ms, at two crash failovers). Later ones have no reason to fail open.
  */
-const FAILOVER_GRACE_MS = 250;
+const FAILOVER_GRACE_MS = 250 + 10 * (Number(env.SOAK_TIMEOUT_MS) || 100);
 if (FAILOVER !== undefined && FAILOVER !== 'sentinel')
   throw new Error(`SOAK_FAILOVER=${FAILOVER}: only 'sentinel' is supported`);
 

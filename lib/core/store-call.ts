@@ -159,9 +159,8 @@ const CANNOT_WRITE: Readonly<Record<string, string>> = {
 
 function cannotWriteReason(message: string): string | undefined {
   const space = message.indexOf(' ');
-  return Object.hasOwn(CANNOT_WRITE, message.slice(0, space))
-    ? CANNOT_WRITE[message.slice(0, space)]
-    : undefined;
+  const code = space < 0 ? message : message.slice(0, space);
+  return Object.hasOwn(CANNOT_WRITE, code) ? CANNOT_WRITE[code] : undefined;
 }
 
 function cannotWrite(error: unknown): boolean {

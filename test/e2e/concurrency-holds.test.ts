@@ -27,6 +27,7 @@ import {
   RateLimitService,
   type PolicyInput,
 } from '../../lib/index.js';
+import { ownsResponse } from '../../lib/nest/plan/response-owner.js';
 import { redisUrl } from '../harness/redis.js';
 import {
   bootstrap,
@@ -52,6 +53,13 @@ const unsent: (() => void)[] = [];
 
 @Controller('holds')
 class HoldsController {
+  @Get('pass')
+  @ConcurrencyLimit(1, { key: keys.ip })
+  pass(@Res({ passthrough: true }) res: { header(name: string, value: string): unknown }) {
+    res.header('x-passed', '1');
+    return 'passed';
+  }
+
   @Get('slow')
   @ConcurrencyLimit(1, { key: keys.ip })
   async slow() {
@@ -161,6 +169,11 @@ describe.each(PLATFORMS)(
     it('H2: a handler that writes through @Res() before returning gives its slot back', async () => {
       for (let i = 0; i < 3; i++) expect((await fetch(`${h.url}/holds/res-now`)).status).toBe(200);
       expect(await pollUntil(async () => (await free('resNow')) === 1, 5000)).toBe(true);
+    });
+
+    it('@Res({ passthrough: true }) is not a handler that writes the response itself', () => {
+      expect(ownsResponse(HoldsController, HoldsController.prototype.pass)).toBe(false);
+      expect(ownsResponse(HoldsController, HoldsController.prototype.res)).toBe(true);
     });
 
     it('H3: includeUpload on v1 leaves v2 of the same method and path to its own policies', async () => {

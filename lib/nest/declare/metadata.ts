@@ -23,6 +23,8 @@ export const NEST_METADATA = {
   routeArgs: '__routeArguments__',
   /** `SSE_METADATA` of `@nestjs/common`: `@Sse()`. */
   sse: '__sse__',
+  /** `@Res({ passthrough })`, on the class under the method's name. */
+  responsePassthrough: '__responsePassthrough__',
   /** `PATTERN_METADATA` of `@nestjs/microservices`: `@MessagePattern`, `@EventPattern`. */
   pattern: 'microservices:pattern',
   /** `PATTERN_HANDLER_METADATA` of `@nestjs/microservices`: message (1) or event (2) handler. */

@@ -161,11 +161,17 @@ function routeLayers(app: ExpressLike): RouteLayer[] {
   return (router?.stack ?? []).filter((layer) => layer.route !== undefined);
 }
 
-/** The handler of the first route that matches, as Express would dispatch it. */
+/**
+ * The handler of the one route that matches the method and path; undefined when none does, or
+ * more than one (versions, hosts): which of those runs is Nest's to choose, after this, so no
+ * early decision is made there (an early refusal would be another route's).
+ */
 function routeOf(routes: readonly RouteLayer[], request: ExpressRequest): Function | undefined {
+  let found: Function | undefined;
   for (const layer of routes) {
     if (!layer.route!._handlesMethod(request.method) || !layer.match(request.path)) continue;
-    return layer.route!.stack.at(-1)?.handle;
+    if (found !== undefined) return undefined;
+    found = layer.route!.stack.at(-1)?.handle;
   }
-  return undefined;
+  return found;
 }

@@ -123,7 +123,8 @@ export class RateLimitGuard implements CanActivate {
     carrier: object,
     stored: RequestOutcome | Promise<RequestOutcome>,
   ): Promise<boolean> {
-    await stored;
+    // A decision that failed is not this route's to answer: it is decided afresh below.
+    await Promise.resolve(stored).catch(() => undefined);
     await forgetSlots(carrier);
     forgetOutcome(carrier);
     return this.activate(ctx, transport);

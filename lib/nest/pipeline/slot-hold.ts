@@ -63,8 +63,10 @@ export class SlotHold {
 
   /** The transport's end of the call: `over` when no handler will run for it any more. */
   callEnded(over: boolean): void {
-    if (this.state === 'running') this.callOver = true;
-    else if (this.state === 'streaming' || (this.state === 'pending' && over)) void this.end();
+    if (this.state === 'streaming' || (this.state === 'pending' && over)) void this.end();
+    // The client left before or while the handler ran: a response handed over later will
+    // never end, so it gives the slots back as the handler returns.
+    else if (this.state === 'running' || this.state === 'pending') this.callOver = true;
   }
 }
 

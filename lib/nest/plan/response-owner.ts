@@ -30,9 +30,13 @@ function readOwnsResponse(type: Function, handler: Function): boolean {
   const args = Reflect.getMetadata(NEST_METADATA.routeArgs, type, handler.name) as
     Record<string, { data?: unknown } | undefined> | undefined;
   if (args === undefined) return false;
-  return Object.entries(args).some(([key, arg]) => {
+  // As Nest decides whether to send the handler's result: `passthrough` is kept apart from
+  // the parameter's own data.
+  if (Reflect.getMetadata(NEST_METADATA.responsePassthrough, type, handler.name) === true) {
+    return false;
+  }
+  return Object.keys(args).some((key) => {
     const kind = Number(key.split(':')[0]);
-    if (kind !== RESPONSE && kind !== NEXT) return false;
-    return (arg?.data as { passthrough?: unknown } | undefined)?.passthrough !== true;
+    return kind === RESPONSE || kind === NEXT;
   });
 }
