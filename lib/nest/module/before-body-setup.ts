@@ -4,6 +4,7 @@ import { INCLUDE_UPLOAD_METADATA, NEST_METADATA } from '../declare/metadata.js';
 import { decideOnArrival, type Decider } from '../pipeline/before-body.js';
 import { RateLimitGuard } from '../pipeline/rate-limit.guard.js';
 import { appGuardSubclass } from './bootstrap.js';
+import { controllerHandlers } from './controller-handlers.js';
 import { RoutePlanner } from '../plan/planner.js';
 import { isConcurrency } from '../plan/rules.js';
 
@@ -34,20 +35,14 @@ export class BeforeBodySetup {
     @Inject(HttpAdapterHost) adapterHost: HttpAdapterHost,
   ) {
     let marked = 0;
-    for (const { metatype } of discovery.getControllers()) {
-      if (typeof metatype !== 'function') continue;
-      const prototype = metatype.prototype as Record<string, unknown>;
-      for (const name of scanner.getAllMethodNames(prototype)) {
-        const handler = prototype[name];
-        if (typeof handler !== 'function') continue;
-        if (!includesUpload(runtime, metatype, handler)) continue;
-        // Nest copies a handler's metadata onto the function it routes to: how the hooks
-        // know the route. An inherited handler may serve several controllers.
-        const routes = (Reflect.getOwnMetadata(BEFORE_BODY, handler) ?? []) as EarlyRoute[];
-        if (!routes.some((r) => r.type === metatype)) routes.push({ type: metatype, handler });
-        Reflect.defineMetadata(BEFORE_BODY, routes, handler);
-        marked++;
-      }
+    for (const { type, handler } of controllerHandlers(discovery, scanner)) {
+      if (!includesUpload(runtime, type, handler)) continue;
+      // Nest copies a handler's metadata onto the function it routes to: how the hooks
+      // know the route. An inherited handler may serve several controllers.
+      const routes = (Reflect.getOwnMetadata(BEFORE_BODY, handler) ?? []) as EarlyRoute[];
+      if (!routes.some((r) => r.type === type)) routes.push({ type, handler });
+      Reflect.defineMetadata(BEFORE_BODY, routes, handler);
+      marked++;
     }
     if (marked === 0) return;
     const app = adapterHost.httpAdapter?.getInstance?.() as unknown;

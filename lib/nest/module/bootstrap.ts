@@ -14,6 +14,7 @@ import { release, RESOURCES } from './lifecycle.js';
 import { RateLimitGuard } from '../pipeline/rate-limit.guard.js';
 import type { Resources } from './resources.js';
 import { RoutePlanner } from '../plan/planner.js';
+import { controllerHandlers } from './controller-handlers.js';
 import { isLimitedType } from '../transports/registry.js';
 
 /*
@@ -58,14 +59,11 @@ export class RouteCheck implements OnModuleInit, OnApplicationShutdown {
     try {
       const classes: Scanned[] = [];
       for (const { metatype } of this.discovery.getControllers()) {
-        if (typeof metatype !== 'function') continue;
-        classes.push({ type: metatype, controller: true });
-        // Every controller method, as before handlers of other kinds were known.
-        const prototype = metatype.prototype as Record<string, unknown>;
-        for (const name of this.scanner.getAllMethodNames(prototype)) {
-          const handler = prototype[name];
-          if (typeof handler === 'function') this.runtime.routeOf(metatype, handler);
-        }
+        if (typeof metatype === 'function') classes.push({ type: metatype, controller: true });
+      }
+      // Every controller method, as before handlers of other kinds were known.
+      for (const { type, handler } of controllerHandlers(this.discovery, this.scanner)) {
+        this.runtime.routeOf(type, handler);
       }
       const providers = this.discovery.getProviders();
       for (const wrapper of providers) {
@@ -153,17 +151,11 @@ export class AfterGuardsSetup {
     @Inject(MetadataScanner) scanner: MetadataScanner,
     @Inject(RoutePlanner) runtime: RoutePlanner,
   ) {
-    for (const { metatype } of discovery.getControllers()) {
-      if (typeof metatype !== 'function') continue;
-      const prototype = metatype.prototype as Record<string, unknown>;
-      for (const name of scanner.getAllMethodNames(prototype)) {
-        const handler = prototype[name];
-        if (typeof handler !== 'function') continue;
-        try {
-          if (runtime.routeOf(metatype, handler).afterGuards) appendAfterRouteGuards(handler);
-        } catch {
-          // Reported by RouteCheck, which also releases what the module opened.
-        }
+    for (const { type, handler } of controllerHandlers(discovery, scanner)) {
+      try {
+        if (runtime.routeOf(type, handler).afterGuards) appendAfterRouteGuards(handler);
+      } catch {
+        // Reported by RouteCheck, which also releases what the module opened.
       }
     }
   }
