@@ -5,6 +5,8 @@
  */
 import 'reflect-metadata';
 import { randomUUID } from 'node:crypto';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import {
   Injectable,
@@ -112,6 +114,7 @@ export async function createApp(
   );
   const app = await bootstrap(platform, module, options.logger ?? false);
   if (options.userFromHeader) installUserFromHeader(platform, app);
+  const inFlight = trackRequests(app);
   await app.listen(0, '127.0.0.1');
   const url = (await app.getUrl()).replace('[::1]', '127.0.0.1').replace('localhost', '127.0.0.1');
   return {
@@ -119,8 +122,51 @@ export async function createApp(
     url,
     prefix,
     get: (path, headers = {}) => request(`${url}${path}`, headers),
-    close: () => app.close(),
+    close: () => closeWithin(app, inFlight),
   };
+}
+
+/** Each open connection of this app's server, with the last request it carried. */
+function trackRequests(app: INestApplication): Map<Socket, IncomingMessage | undefined> {
+  const open = new Map<Socket, IncomingMessage | undefined>();
+  const server = app.getHttpServer() as Server;
+  server.on('connection', (socket: Socket) => {
+    open.set(socket, undefined);
+    socket.on('close', () => open.delete(socket));
+  });
+  server.on('request', (req: IncomingMessage) => open.set(req.socket, req));
+  return open;
+}
+
+/**
+ * `app.close()`, which waits for every open connection. A connection that never sent a request
+ * is closed at once: a client that aborted a fetch before its request was written leaves one
+ * in its pool (undici, seen under load in concurrency-slots), and nothing runs for it. If
+ * another is still open after 5 s, the test fails naming what each carried last (a request
+ * left unanswered is a bug of ours), and they are closed so the next suite still runs.
+ */
+async function closeWithin(
+  app: INestApplication,
+  open: Map<Socket, IncomingMessage | undefined>,
+): Promise<void> {
+  const closing = app.close();
+  for (const [socket, req] of open) if (req === undefined) socket.destroy();
+  let timer: NodeJS.Timeout | undefined;
+  const late = await Promise.race([
+    closing.then(() => false),
+    new Promise<true>((resolve) => (timer = setTimeout(() => resolve(true), 5000))),
+  ]);
+  clearTimeout(timer);
+  if (!late) return;
+  const described = [...open].map(([socket, req]) =>
+    req === undefined
+      ? `no request (${socket.bytesRead} bytes read)`
+      : `${req.method} ${req.url} (body ${req.complete ? 'complete' : 'incomplete'}, ` +
+        `response ${(req as { res?: ServerResponse }).res?.writableFinished ? 'sent' : 'not sent'})`,
+  );
+  for (const socket of open.keys()) socket.destroy();
+  await closing;
+  throw new Error(`app.close() waited 5 s on open connections: ${described.join('; ')}`);
 }
 
 /** NestFactory.create on the chosen platform (rejects as the module's bootstrap does). */
