@@ -34,6 +34,13 @@ class CannotWriteController {
     return 'open';
   }
 
+  /** A penalty: a refusal starts a block, a refusal during it starts it again. */
+  @Get('block')
+  @RateLimit('3/m', { block: '1m', extendBlock: true })
+  block() {
+    return 'block';
+  }
+
   /** Insurance limits: with `instances: 3`, this process's share of `3/m` is 1. */
   @Get('local')
   @RateLimit('3/m', { onStoreFailure: 'local' })
@@ -83,6 +90,13 @@ describe.each(PLATFORMS)('Redis that cannot write, on %s (issue 22, finding 7)',
       for (let i = 0; i < 4; i++) replies.push(statusOf(await get(h, '/cw/open', user)));
       expect(replies).toEqual(['200', '200', '200', '429']);
     }
+    // One at the edge of a penalty: its next request is refused and starts the block.
+    for (const user of ['to-block', 'blocked']) {
+      const replies = [];
+      for (let i = 0; i < 3; i++) replies.push(statusOf(await get(one, '/cw/block', user)));
+      expect(replies).toEqual(['200', '200', '200']);
+    }
+    expect(statusOf(await get(one, '/cw/block', 'blocked'))).toBe('429');
   });
 
   it('out of memory (noeviction): fresh clients fail open, no 5xx; clients already refused stay refused, on either instance; insurance limits hold', async () => {
@@ -101,6 +115,11 @@ describe.each(PLATFORMS)('Redis that cannot write, on %s (issue 22, finding 7)',
     }
     expect(insured).toEqual(['200', '429', '429', '429']);
     expect(refused).toEqual(['429', '429', '429', '429']);
+    // Review M1: a refusal that would start a block, or start it again, wrote the block in the
+    // script, which failed as a whole under OOM: admitted fail-open. The refusal stands now
+    // (on the instance that never saw either refusal too); only the block is not written.
+    expect(statusOf(await get(two, '/cw/block', 'to-block'))).toBe('429');
+    expect(statusOf(await get(two, '/cw/block', 'blocked'))).toBe('429');
 
     // Fresh clients on a fail-open route, enough to open a breaker that counted these replies.
     for (const h of [one, two]) {

@@ -198,7 +198,9 @@ for i = 1, n do
       if left > 0 then
         ok, ttl = false, nil
         if ext and penal and spends then
-          redis.call('SET', bk, fmt('%d', (clock or 0) + blk), 'PX', fmt('%d', blk))
+          -- pcall: a store that cannot write (OOM, read-only) still refuses; the block
+          -- just does not start again.
+          redis.pcall('SET', bk, fmt('%d', (clock or 0) + blk), 'PX', fmt('%d', blk))
           left = blk
         end
         effects = effects or {}
@@ -224,7 +226,8 @@ for i = 1, n do
   end
 end
 if starts and penal then
-  for k = 1, z, 2 do redis.call('SET', starts[k], fmt('%d', (clock or 0) + starts[k + 1]), 'PX', fmt('%d', starts[k + 1])) end
+  -- pcall, as above: the refusal stands when the block cannot be written.
+  for k = 1, z, 2 do redis.pcall('SET', starts[k], fmt('%d', (clock or 0) + starts[k + 1]), 'PX', fmt('%d', starts[k + 1])) end
 end
 if ok and writes then
   for k = 1, w, 4 do
