@@ -166,6 +166,24 @@ describe.each(PLATFORMS)(
       expect(await pollUntil(async () => (await free('res')) === 1, 5000)).toBe(true);
     });
 
+    // Review H1: the app-wide timeout() unsubscribed from the handler's result when it
+    // answered 408, and that gave the slot back while the handler still ran: 4 requests,
+    // 408 ×4 and 4 handlers at once under a limit of 1.
+    it('H1: an app-wide timeout() answers 408, and the slot stays held while the handler runs', async () => {
+      work.max = 0;
+      const statuses: number[] = [];
+      for (let i = 0; i < 4; i++) statuses.push((await fetch(`${h.url}/holds/slow`)).status);
+      expect({ statuses, running: work.now, mostAtOnce: work.max }).toEqual({
+        statuses: [408, 429, 429, 429],
+        running: 1,
+        mostAtOnce: 1,
+      });
+      openGates();
+      expect(await pollUntil(async () => (await free('slow')) === 1, 5000)).toBe(true);
+      // Given back once the handler ended: the next one is admitted (and times out in turn).
+      expect((await fetch(`${h.url}/holds/slow`)).status).toBe(408);
+    });
+
     it('H2: a handler that writes through @Res() before returning gives its slot back', async () => {
       for (let i = 0; i < 3; i++) expect((await fetch(`${h.url}/holds/res-now`)).status).toBe(200);
       expect(await pollUntil(async () => (await free('resNow')) === 1, 5000)).toBe(true);
