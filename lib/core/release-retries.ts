@@ -7,6 +7,13 @@ export const MAX_KEPT_RELEASES = 10_000;
 export const RELEASE_RETRY_MS = 1000;
 
 /**
+ * The most leases one retry call carries: each call is bounded by `timeoutMs`, so thousands
+ * kept during an outage go as many small calls at once, and one slow call keeps only its own
+ * (review M5: one call for 5,000 leases timed out as a whole, and again every second).
+ */
+export const RELEASE_RETRY_BATCH = 100;
+
+/**
  * Releases that did not reach the store (it was down, or did not answer in time), kept by
  * lease id and sent again until it answers (issue 22, finding 4): a slot given back while
  * the store was unreachable is freed once it is back, not after its lease. A lease is dropped
@@ -21,7 +28,8 @@ export class ReleaseRetries {
   /** By `<key>\n<id>`, in the order they were kept (about the order they expire). */
   private readonly kept = new Map<string, { lease: Lease; dropAt: number }>();
   private timer: ReturnType<typeof setTimeout> | undefined;
-  private sending = false;
+  /** The attempt under way, if any. */
+  private sending: Promise<void> | undefined;
   private closed = false;
 
   /**
@@ -58,7 +66,7 @@ export class ReleaseRetries {
 
   /** A request's store call succeeded: the store is back, so the kept ones go now. */
   storeAnswered(): void {
-    if (this.kept.size > 0 && !this.sending) void this.retry();
+    if (this.kept.size > 0 && this.sending === undefined) void this.retry();
   }
 
   /** Stops retrying and forgets what is kept (at shutdown: the store is being closed). */
@@ -69,26 +77,42 @@ export class ReleaseRetries {
     this.timer = undefined;
   }
 
-  /** One attempt for every live lease kept; the ones it could not give back stay. */
-  async retry(): Promise<void> {
-    if (this.sending) return;
-    const now = this.clock();
-    const batch: Lease[] = [];
-    for (const [id, { lease, dropAt }] of this.kept) {
-      if (dropAt <= now) this.kept.delete(id);
-      else batch.push(lease);
-    }
-    if (batch.length === 0) return;
-    this.sending = true;
-    try {
-      await this.send(batch);
-      for (const lease of batch) this.kept.delete(`${lease.key}\n${lease.id}`);
-    } catch {
-      // Still down: kept for the next attempt (or until they expire).
-    } finally {
-      this.sending = false;
+  /**
+   * One attempt for every live lease kept, in calls of at most {@link RELEASE_RETRY_BATCH}
+   * sent together; the leases of a call that failed stay. Resolves when the attempt under way
+   * (this one, or one already started) has ended.
+   */
+  retry(): Promise<void> {
+    this.sending ??= this.attempt().finally(() => {
+      this.sending = undefined;
       this.schedule();
+    });
+    return this.sending;
+  }
+
+  private async attempt(): Promise<void> {
+    const now = this.clock();
+    const batches: Lease[][] = [];
+    for (const [id, { lease, dropAt }] of this.kept) {
+      if (dropAt <= now) {
+        this.kept.delete(id);
+        continue;
+      }
+      const last = batches.at(-1);
+      if (last !== undefined && last.length < RELEASE_RETRY_BATCH) last.push(lease);
+      else batches.push([lease]);
     }
+    await Promise.all(
+      batches.map((batch) =>
+        Promise.resolve(batch)
+          .then(this.send)
+          .then(
+            () => batch.forEach((lease) => this.kept.delete(`${lease.key}\n${lease.id}`)),
+            // Still down: kept for the next attempt (or until they expire).
+            () => undefined,
+          ),
+      ),
+    );
   }
 
   private schedule(): void {

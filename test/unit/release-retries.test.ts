@@ -61,6 +61,31 @@ describe('ReleaseRetries', () => {
     expect(sent[0]!.map((l) => l.id)).toEqual(['c', 'd', 'e']);
   });
 
+  // Review M5: 5,000 kept leases went in one call, bounded by one timeoutMs: it timed out as
+  // a whole and was sent again every second until the leases expired.
+  it('sends at most 100 leases a call, all at once; a failed call keeps only its own', async () => {
+    retries = new ReleaseRetries(
+      (leases) => {
+        sent.push([...leases]);
+        return leases.some((l) => l.id === 'n120')
+          ? Promise.reject(new Error('timed out'))
+          : store.release!(leases);
+      },
+      clock,
+      60_000,
+    );
+    retries.keep(
+      Array.from({ length: 250 }, (_, i) => lease(`n${i}`)),
+      now,
+    );
+    await retries.retry();
+    expect(sent.map((batch) => batch.length)).toEqual([100, 100, 50]);
+    expect(retries.size).toBe(100);
+    sent.length = 0;
+    await retries.retry();
+    expect(sent.map((batch) => [batch[0]!.id, batch.length])).toEqual([['n100', 100]]);
+  });
+
   it('a lease kept twice is sent once', async () => {
     retries = new ReleaseRetries(send, clock, 60_000);
     retries.keep([lease('same')], now);

@@ -75,6 +75,15 @@ export class Insurance {
     return { decision, local };
   }
 
+  /** Stops the local store's sweep timer and drops its counts (at shutdown). */
+  close(): void {
+    const limiter = this.limiter;
+    this.limiter = undefined;
+    if (limiter === undefined) return;
+    limiter.close();
+    void limiter.store.close?.();
+  }
+
   /** The store answered: local limits end; their counts stay until their period ends. */
   storeAnswered(): void {
     this.failing = false;

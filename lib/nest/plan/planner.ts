@@ -119,10 +119,14 @@ export class RoutePlanner {
     return compile(this.routes.routeOfPolicies(name, declared), this.engine);
   }
 
-  /** Stops what runs on timers (at shutdown): the instance count, the releases kept for a retry. */
+  /**
+   * Stops what runs on timers (at shutdown): the instance count, the releases kept for a
+   * retry, the insurance limits' local store.
+   */
   close(): void {
     this.instances.stop();
     this.engine.limiter.close();
+    this.engine.insurance.close();
   }
 
   private compile(controller: Target, handler: Target): RoutePlan {
