@@ -32,6 +32,10 @@ export default {
   moduleNameMapper: {
     ...(nestPeers && {
       '^@nestjs/(common|core|platform-express|platform-fastify|testing)$': `${nestPeers}/node_modules/@nestjs/$1`,
+      // One rxjs, as in an app: the other install's Nest would otherwise load its own copy,
+      // and its `instanceof Observable` fails on what our handlers return (an SSE stream
+      // taken for a plain value).
+      '^rxjs(/.*)?$': '<rootDir>/node_modules/rxjs$1',
     }),
     '^(\\.{1,2}/.*)\\.js$': '$1',
   },
