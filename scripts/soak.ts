@@ -351,6 +351,14 @@ async function main(): Promise<boolean> {
       const t = Math.floor((at - start) / 10_000) * 10;
       buckets.set(t, (buckets.get(t) ?? 0) + 1);
     }
+    // How long after the last window's end each was sent: a slow recovery, or something else.
+    const sinceWindow = outsideAt.map((at) => {
+      const last = windows.filter((w) => w.to <= at).at(-1);
+      return last
+        ? `+${(at - last.to).toFixed(0)} ms after ${last.kind} ${windows.indexOf(last) + 1}`
+        : 'before any';
+    });
+    if (outside) console.log(`outside the windows, sent: ${sinceWindow.join('; ')}`);
     console.log(
       `failovers: ${windows.length}; answers without headers (fail-open) ${missingHeaders}, ` +
         `of which ${outside} outside the failover windows (+${FAILOVER_GRACE_MS} ms)` +
@@ -459,6 +467,14 @@ async function main(): Promise<boolean> {
   }
   const complaints = app.log.filter((l) => /\b(WARN|ERROR)\b/.test(l));
   if (complaints.length) console.log(`the app logged:\n${complaints.slice(0, 10).join('\n')}`);
+  // The store's own failures and recoveries, whatever the first lines were.
+  const storeLines = app.log.filter((l) =>
+    /backend_error|redis_unreachable|reachable again|circuit/.test(l),
+  );
+  if (storeLines.length)
+    console.log(
+      `the app's store lines (${storeLines.length}):\n${storeLines.slice(-30).join('\n')}`,
+    );
 
   if (failures.length) console.log(`\nsoak FAILED:\n- ${failures.join('\n- ')}`);
   else console.log('\nsoak passed');
