@@ -19,9 +19,10 @@
  *                           scripts makes the limiter time out (fail-open) or forget
  *   SOAK_FAILOVER=sentinel  instead: a private Sentinel group (redis-server on the PATH), failed
  *   SOAK_FAILOVER_EVERY=120 over every so many seconds, handover and crash in turn (see
- *                           soak-failover.ts). Fail-open answers are allowed only inside the
- *                           failover windows (no primary answers): one outside them, a busy
- *                           machine's timeout included, fails the run. Each identity may then
+ *                           soak-failover.ts). Fail-open answers are allowed only for requests
+ *                           in flight during a failover window (no primary answers): one sent
+ *                           and answered outside them, a busy machine's timeout included, fails
+ *                           the run. Each identity may then
  *                           also keep what it was admitted inside the windows, fail-open or
  *                           stored (split brain: the writes the new primary never saw), plus one
  *                           per failover (a write in flight at a crash), as in the failover
@@ -134,8 +135,14 @@ interface Identity {
   failOpen: number;
   /** When each admission with headers was sent (`performance.now()` ms), with SOAK_FAILOVER. */
   storedAt: number[];
-  /** When each fail-open admission was sent, with SOAK_FAILOVER. */
-  failOpenAt: number[];
+  /** When each fail-open admission was sent and answered, with SOAK_FAILOVER. */
+  failOpenAt: Span[];
+}
+
+/** A request's send and answer times (`performance.now()` ms). */
+interface Span {
+  sent: number;
+  answered: number;
 }
 
 /** A private redis-server on a free port, without persistence. */
@@ -187,8 +194,8 @@ async function main(): Promise<boolean> {
   const identities = new Map<string, Identity>();
   const errors: string[] = [];
   let missingHeaders = 0;
-  /** Sent times of the answers without headers, with SOAK_FAILOVER: fail-open is expected in its windows. */
-  const unheadered: number[] = [];
+  /** The answers without headers, with SOAK_FAILOVER: fail-open is expected in its windows. */
+  const unheadered: Span[] = [];
   let sent = 0;
   let inflight = 0;
   let maxInflight = 0;
@@ -219,14 +226,15 @@ async function main(): Promise<boolean> {
         signal: AbortSignal.timeout(TIMEOUT_MS),
       });
       await response.arrayBuffer();
+      const span = { sent: at, answered: performance.now() };
       count(String(response.status));
       if (response.status === 200) id.admitted++;
       if (!response.headers.get('ratelimit')) {
         missingHeaders++;
-        if (failovers) unheadered.push(at);
+        if (failovers) unheadered.push(span);
         if (response.status === 200) {
           id.failOpen++;
-          if (failovers) id.failOpenAt.push(at);
+          if (failovers) id.failOpenAt.push(span);
         }
       } else if (failovers && response.status === 200) id.storedAt.push(at);
       if (response.status === 429 && !(Number(response.headers.get('retry-after')) >= 1))
@@ -342,8 +350,12 @@ async function main(): Promise<boolean> {
   const windows = failovers?.windows ?? [];
   const inWindow = (at: number, grace = 0) =>
     windows.some((w) => at >= w.from && at <= w.to + grace);
+  // A request in flight when a window began counts in it: sent just before a primary was
+  // killed, it fails with it (in the first runs, all the fail-opens "outside" were such).
+  const inFlightInWindow = ({ sent, answered }: Span) =>
+    windows.some((w) => answered >= w.from && sent <= w.to + FAILOVER_GRACE_MS);
   if (failovers) {
-    const outsideAt = unheadered.filter((at) => !inWindow(at, FAILOVER_GRACE_MS));
+    const outsideAt = unheadered.filter((span) => !inFlightInWindow(span)).map((s) => s.sent);
     const outside = outsideAt.length;
     // Where they fell, by 10 s of the run: a loaded machine's timeouts, or a slow recovery.
     const buckets = new Map<number, number>();
@@ -351,12 +363,17 @@ async function main(): Promise<boolean> {
       const t = Math.floor((at - start) / 10_000) * 10;
       buckets.set(t, (buckets.get(t) ?? 0) + 1);
     }
-    // How long after the last window's end each was sent: a slow recovery, or something else.
+    // Where each was sent, against the windows: a slow recovery, or something else.
     const sinceWindow = outsideAt.map((at) => {
       const last = windows.filter((w) => w.to <= at).at(-1);
-      return last
-        ? `+${(at - last.to).toFixed(0)} ms after ${last.kind} ${windows.indexOf(last) + 1}`
-        : 'before any';
+      const next = windows.find((w) => w.from > at);
+      const after = last
+        ? `${(at - last.to).toFixed(0)} ms after ${windows.indexOf(last) + 1}`
+        : '';
+      const before = next
+        ? `${(next.from - at).toFixed(0)} ms before ${windows.indexOf(next) + 1}`
+        : '';
+      return [after, before].filter(Boolean).join(', ');
     });
     if (outside) console.log(`outside the windows, sent: ${sinceWindow.join('; ')}`);
     console.log(
@@ -366,7 +383,7 @@ async function main(): Promise<boolean> {
     );
     if (windows.length === 0) failures.push('no failover happened');
     const failOpenOutside = [...identities.values()].reduce(
-      (n, id) => n + id.failOpenAt.filter((at) => !inWindow(at, FAILOVER_GRACE_MS)).length,
+      (n, id) => n + id.failOpenAt.filter((span) => !inFlightInWindow(span)).length,
       0,
     );
     if (failOpenOutside)
@@ -397,7 +414,7 @@ async function main(): Promise<boolean> {
     const quota = capacity + Math.floor(((id.last - id.first) * limit) / periodMs);
     // Fail-open admissions outside the windows are failures of their own (above), not slack.
     const slack = failovers
-      ? id.failOpenAt.filter((at) => inWindow(at, FAILOVER_GRACE_MS)).length +
+      ? id.failOpenAt.filter(inFlightInWindow).length +
         id.storedAt.filter((at) => inWindow(at)).length +
         windows.filter((w) => w.to >= id.first && w.from <= id.last).length
       : 0;
