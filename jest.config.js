@@ -46,8 +46,6 @@ export default {
   testPathIgnorePatterns: [
     '/node_modules/',
     ...(timingPass ? [] : TIMING.map((f) => `/${f.replaceAll('.', '\\.')}$`)),
-    // Suites a run leaves out on purpose (scripts/test-nest11.sh, NestJS 10).
-    ...(process.env.NRL_TEST_IGNORE ? [process.env.NRL_TEST_IGNORE] : []),
   ],
   modulePathIgnorePatterns: [
     '<rootDir>/test/consumers/',

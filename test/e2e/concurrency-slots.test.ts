@@ -243,23 +243,17 @@ describe.each(PLATFORMS)('concurrency slots on %s (issue 22)', (platform) => {
     expect(await pollUntil(async () => (await free(slots('file', 1))) === 1, 5000)).toBe(true);
   });
 
-  // Known gap: on NestJS 10 and 11 (test:nest11 sets NEST_PEERS_DIR) the second stream is
-  // admitted while the first is open (README, concurrency limits).
-  const onNest12 = process.env.NEST_PEERS_DIR ? it.skip : it;
-  onNest12(
-    'Server-Sent Events hold the slot while the stream is open; a client that leaves gives it back',
-    async () => {
-      const request = httpGet(`${h.url}/slots/events`, { agent: false });
-      request.on('error', () => undefined);
-      const [res] = (await once(request, 'response')) as [IncomingMessage];
-      expect(res.statusCode).toBe(200);
-      streams.events!.next({ data: 'one' });
-      await once(res, 'data');
-      expect((await h.get('/slots/events')).status).toBe(429);
-      request.destroy();
-      expect(await pollUntil(async () => (await free(slots('events', 1))) === 1, 5000)).toBe(true);
-    },
-  );
+  it('Server-Sent Events hold the slot while the stream is open; a client that leaves gives it back', async () => {
+    const request = httpGet(`${h.url}/slots/events`, { agent: false });
+    request.on('error', () => undefined);
+    const [res] = (await once(request, 'response')) as [IncomingMessage];
+    expect(res.statusCode).toBe(200);
+    streams.events!.next({ data: 'one' });
+    await once(res, 'data');
+    expect((await h.get('/slots/events')).status).toBe(429);
+    request.destroy();
+    expect(await pollUntil(async () => (await free(slots('events', 1))) === 1, 5000)).toBe(true);
+  });
 
   it('includeUpload: an upload its client abandons mid-body gives its slot back at once', async () => {
     const abandoned = slowUpload(`${h.url}/slots/upload`);

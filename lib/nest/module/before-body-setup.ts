@@ -90,7 +90,14 @@ export class BeforeBodySetup {
     app.use((request: ExpressRequest, response: object, next: (error?: unknown) => void) => {
       // Read once the app has its routes: the first request comes after Nest's init.
       routes ??= routeLayers(app);
-      const routed = routeOf(routes, request);
+      let routed: Function | undefined;
+      try {
+        routed = routeOf(routes, request);
+      } catch {
+        // A router of a shape we do not know: the guard decides, after the body, as without
+        // includeUpload (never a 500 from here).
+        return next();
+      }
       const early =
         routed && (Reflect.getMetadata(BEFORE_BODY, routed) as EarlyRoute[] | undefined);
       if (early === undefined) return next();
@@ -137,7 +144,12 @@ function isFastify(app: unknown): app is FastifyLike {
 type ExpressRequest = { method: string; path: string };
 type RouteLayer = {
   match(path: string): unknown;
-  route?: { _handlesMethod(method: string): boolean; stack: { handle: Function }[] };
+  /** Express 5 names it `_handlesMethod`, Express 4 (NestJS 10) `_handles_method`. */
+  route?: {
+    _handlesMethod?(method: string): boolean;
+    _handles_method?(method: string): boolean;
+    stack: { handle: Function }[];
+  };
 };
 type ExpressLike = {
   use(middleware: (req: ExpressRequest, res: object, next: (e?: unknown) => void) => void): void;
@@ -164,7 +176,9 @@ function routeLayers(app: ExpressLike): RouteLayer[] {
 function routeOf(routes: readonly RouteLayer[], request: ExpressRequest): Function | undefined {
   let found: Function | undefined;
   for (const layer of routes) {
-    if (!layer.route!._handlesMethod(request.method) || !layer.match(request.path)) continue;
+    const route = layer.route!;
+    const handles = route._handlesMethod ?? route._handles_method;
+    if (!handles!.call(route, request.method) || !layer.match(request.path)) continue;
     if (found !== undefined) return undefined;
     found = layer.route!.stack.at(-1)?.handle;
   }
