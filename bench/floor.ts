@@ -12,19 +12,34 @@ export const FLOOR_SHA = createHash('sha1').update(FLOOR_LUA).digest('hex');
 
 /**
  * What the module sets on a client it creates from a URL (lib/nest/module/resources.ts, connect):
- * the floor pays what the module's own client pays, auto-pipelining included.
+ * the floor pays what the module's own client pays.
  */
 export const MODULE_CLIENT_OPTIONS: RedisOptions = {
   enableOfflineQueue: false,
   autoResendUnfulfilledCommands: false,
   maxRetriesPerRequest: 0,
-  enableAutoPipelining: true,
+  enableAutoPipelining: false,
   lazyConnect: true,
 };
 
-/** A connected client tuned as the module tunes its own, with the empty script loaded. */
-export async function floorClient(url: string): Promise<Redis> {
-  const client = new Redis(url, MODULE_CLIENT_OPTIONS);
+/**
+ * Client settings the floor is also measured on (issue 23): the module's; the module's with
+ * auto-pipelining on, as it was before issue 23 (and as a client a user passes in may be);
+ * and ioredis's defaults (what rate-limiter-flexible's and the throttler storage's users
+ * pass: `new Redis(url)`).
+ */
+export const FLOOR_CLIENTS = {
+  module: MODULE_CLIENT_OPTIONS,
+  autopipelining: { ...MODULE_CLIENT_OPTIONS, enableAutoPipelining: true },
+  defaults: { lazyConnect: true },
+} satisfies Record<string, RedisOptions>;
+
+/** A connected client tuned as `settings` says (the module's own by default), with the empty script loaded. */
+export async function floorClient(
+  url: string,
+  settings: RedisOptions = MODULE_CLIENT_OPTIONS,
+): Promise<Redis> {
+  const client = new Redis(url, settings);
   await client.connect();
   const sha = await client.script('LOAD', FLOOR_LUA);
   if (sha !== FLOOR_SHA) throw new Error(`SCRIPT LOAD gave ${String(sha)}, expected ${FLOOR_SHA}`);

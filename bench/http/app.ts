@@ -30,7 +30,7 @@ import { Redis } from 'ioredis';
 import type { DecisionEvent, DecisionOutcome } from 'nest-rate-limit';
 import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import type { NrlPackage } from '../baseline.js';
-import { floorCall, floorClient } from '../floor.js';
+import { FLOOR_CLIENTS, floorCall, floorClient } from '../floor.js';
 import { currentOf } from '../twins.js';
 // Types only: importing the orchestrator's code would load autocannon into every app.
 import type { HttpPlatform, HttpVariant } from './index.js';
@@ -171,16 +171,25 @@ function variantModule(variant: string, redisUrl: string, prefix: string): Modul
     case 'none':
       return { controllers: [HiController] };
     case 'floor-redis':
+    case 'floor-redis-autopipelining':
+    case 'floor-redis-defaults': {
+      const settings =
+        FLOOR_CLIENTS[
+          variant === 'floor-redis'
+            ? 'module'
+            : (variant.slice('floor-redis-'.length) as 'defaults')
+        ];
       return {
         controllers: [HiController],
         providers: [
           {
             provide: APP_GUARD,
             // Connected and the script loaded before the app listens, as the module waits for its client.
-            useFactory: async () => new FloorGuard(await floorClient(redisUrl)),
+            useFactory: async () => new FloorGuard(await floorClient(redisUrl, settings)),
           },
         ],
       };
+    }
     case 'nrl-tb':
       return nrl({ redis: redisUrl, default: perMinute, algorithm: 'token-bucket' });
     case 'nrl-tb-observed':

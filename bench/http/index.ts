@@ -25,6 +25,9 @@ export type HttpPlatform = (typeof HTTP_PLATFORMS)[number];
 export const HTTP_VARIANTS = [
   'none',
   'floor-redis',
+  // Issue 23: the floor on other client settings (bench/floor.ts, FLOOR_CLIENTS).
+  'floor-redis-autopipelining',
+  'floor-redis-defaults',
   'nrl-tb',
   // Issue 21: the token bucket with prom-client metrics and an onDecision hook on.
   'nrl-tb-observed',

@@ -28,7 +28,7 @@ export interface RateLimitModuleOptions {
   /**
    * Where state lives: a Redis URL, ioredis options (Sentinel too), or a `Redis` /
    * `Cluster` you own (the module never closes a client it did not create). A client the
-   * module creates fails fast: no offline queue, no re-sent commands, auto-pipelining on.
+   * module creates fails fast: no offline queue, no re-sent commands, no auto-pipelining.
    */
   redis?: string | RedisOptions | Redis | Cluster;
   /** Instead of `redis`: `'memory'` (per process) or your own store. Neither: memory, with a warning. */

@@ -31,7 +31,7 @@ export interface Resources {
 /**
  * Builds the store. A client the module creates is tuned for a limiter: no offline queue
  * and no re-sent commands (a request is never counted twice, and a dead Redis fails
- * fast), auto-pipelining on; bootstrap waits up to `connectTimeoutMs` for it to connect,
+ * fast), each command written at once (no auto-pipelining); bootstrap waits up to `connectTimeoutMs` for it to connect,
  * so the first requests are counted, then goes on regardless (the guard fails open or
  * closed until Redis is reachable).
  */
@@ -111,7 +111,11 @@ async function connect(
     enableOfflineQueue: false,
     autoResendUnfulfilledCommands: false,
     maxRetriesPerRequest: 0,
-    enableAutoPipelining: true,
+    // Off (issue 23): below saturation almost every batch is one command, and ioredis's
+    // auto-pipelining builds a Pipeline and waits a turn for each: at a fixed 5,000 req/s the
+    // empty-script floor cost +62.7 µs of CPU per request with it, +22.0 without, and the same
+    // at saturation (bench/floor.ts, FLOOR_CLIENTS).
+    enableAutoPipelining: false,
     lazyConnect: true,
   };
   const client =
