@@ -352,8 +352,15 @@ async function main(): Promise<boolean> {
     windows.some((w) => at >= w.from && at <= w.to + grace);
   // A request in flight when a window began counts in it: sent just before a primary was
   // killed, it fails with it (in the first runs, all the fail-opens "outside" were such).
+  // Not earlier than the grace before it: a call the app sent to the store before that had
+  // given up (maxWaitMs) before the primary went, so its fail-open is not the failover's.
   const inFlightInWindow = ({ sent, answered }: Span) =>
-    windows.some((w) => answered >= w.from && sent <= w.to + FAILOVER_GRACE_MS);
+    windows.some(
+      (w) =>
+        answered >= w.from &&
+        sent >= w.from - FAILOVER_GRACE_MS &&
+        sent <= w.to + FAILOVER_GRACE_MS,
+    );
   if (failovers) {
     const outsideAt = unheadered.filter((span) => !inFlightInWindow(span)).map((s) => s.sent);
     const outside = outsideAt.length;

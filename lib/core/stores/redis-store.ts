@@ -195,15 +195,24 @@ export class RedisStore implements RateLimitStore {
     return given;
   }
 
-  /** One script call per identity (hash tag); see RELEASE_SCRIPT. */
+  /**
+   * One script call per identity (hash tag), all sent at once (see RELEASE_SCRIPT): the
+   * releases kept during an outage span many identities, and one after the other they took a
+   * round trip each within one `timeoutMs` (issue 22 review: 100 identities, 35 ms locally).
+   */
   async release(leases: readonly Lease[]): Promise<number> {
-    let freed = 0;
-    for (const group of groupByHashTag(leases)) {
-      const keys = group.map((i) => leases[i]!.key);
-      const ids = group.map((i) => leases[i]!.id);
-      freed += (await evalScript(this.client, RELEASE_SCRIPT, RELEASE_SHA, keys, ids)) as number;
-    }
-    return freed;
+    const freed = await Promise.all(
+      groupByHashTag(leases).map((group) =>
+        evalScript(
+          this.client,
+          RELEASE_SCRIPT,
+          RELEASE_SHA,
+          group.map((i) => leases[i]!.key),
+          group.map((i) => leases[i]!.id),
+        ),
+      ),
+    );
+    return freed.reduce((sum: number, n) => sum + (n as number), 0);
   }
 
   async deleteByPrefix(keyPrefix: string): Promise<number> {

@@ -21,8 +21,6 @@ export const NEST_METADATA = {
   route: 'method',
   /** `ROUTE_ARGS_METADATA` of `@nestjs/common`: `@Res()`, `@Body()`, … on a method's parameters. */
   routeArgs: '__routeArguments__',
-  /** `SSE_METADATA` of `@nestjs/common`: `@Sse()`. */
-  sse: '__sse__',
   /** `@Res({ passthrough })`, on the class under the method's name. */
   responsePassthrough: '__responsePassthrough__',
   /** `PATTERN_METADATA` of `@nestjs/microservices`: `@MessagePattern`, `@EventPattern`. */

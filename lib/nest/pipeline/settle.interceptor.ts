@@ -9,7 +9,6 @@ import { storedOutcome } from './outcome.js';
 import { claimSlots, type SlotHold } from './slot-hold.js';
 import { adapterOf } from '../transports/registry.js';
 import { ownsResponse } from '../plan/response-owner.js';
-import { NEST_METADATA } from '../declare/metadata.js';
 
 /** The status a failed handler is counted with: an `HttpException`'s own, else 500. */
 function statusOf(error: unknown): number {
@@ -38,9 +37,8 @@ function streamedBody(value: unknown): boolean {
  * once (Server-Sent Events stream as they come, their end waits for the release). On HTTP a
  * streamed body (`StreamableFile`, streams, async iterables), and the response of a handler
  * that writes it itself (`@Res()` without `passthrough`), keep them until the response ends.
- * An unsubscribe before the end gives them back when a stream has begun (an SSE client that
- * left, a stream cancelled); before the handler has yielded anything (an app-wide `timeout()`
- * interceptor that answered the client), they stay held until the handler settles.
+ * An unsubscribe before the end (an SSE client that left, a stream cancelled, an app-wide
+ * `timeout()` interceptor giving up) gives them back.
  * `count` policies where the transport has no response to watch (GraphQL, WebSocket,
  * microservices): settled with the result, success as status 200, a thrown error as its
  * `HttpException` status, else 500; HTTP settles from the response (`onSent`).
@@ -61,7 +59,6 @@ export class RateLimitSettleInterceptor implements NestInterceptor {
     return whileRunning(next.handle(), hold, settle, {
       http,
       ownsResponse: http && hold !== undefined && ownsResponse(ctx.getClass(), handler),
-      sse: http && Reflect.getMetadata(NEST_METADATA.sse, handler) === true,
     });
   }
 }
@@ -70,8 +67,6 @@ interface Running {
   http: boolean;
   /** The handler writes the response itself: the hold goes to the response's end. */
   ownsResponse: boolean;
-  /** A Server-Sent Events route: an unsubscribe is its client leaving, which ends the work. */
-  sse: boolean;
 }
 
 /** `source`, with the hold given back and `settle` called as it ends (see above). */
@@ -79,15 +74,13 @@ function whileRunning(
   source: Observable<unknown>,
   hold: SlotHold | undefined,
   settle: ((status: number) => void) | undefined,
-  { http, ownsResponse, sse }: Running,
+  { http, ownsResponse }: Running,
 ): Observable<unknown> {
   return new Observable((subscriber) => {
     let over = false;
     let streamed = false;
-    let emitted = false;
     const subscription = source.subscribe({
       next(value) {
-        emitted = true;
         if (http && hold && streamedBody(value)) {
           streamed = true;
           hold.handOver();
@@ -112,14 +105,11 @@ function whileRunning(
       },
     });
     return () => {
-      if (over || streamed) return subscription.unsubscribe();
-      // Unsubscribed before the handler settled: an app-wide timeout() that answered the
-      // client. The handler's work goes on, so its slots stay held until it settles (the
-      // subscription is kept for that; what it yields goes nowhere, the subscriber is closed).
-      // A stream that has begun (a value passed), or an SSE client that left, ends here.
-      if (hold !== undefined && !emitted && !sse) return;
       subscription.unsubscribe();
-      void hold?.end();
+      // Unsubscribed before the end (an SSE client that left, an app-wide timeout()):
+      // nothing waits for the result. Known gap: a handler still running after a timeout()
+      // gave up on it has its slot given back already.
+      if (!over && !streamed) void hold?.end();
     };
   });
 }
