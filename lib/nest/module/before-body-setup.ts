@@ -87,11 +87,22 @@ export class BeforeBodySetup {
 
   private onExpress(app: ExpressLike): void {
     let routes: RouteLayer[] | undefined;
+    /** The layers of routes decided early: a request none of them matches goes on at once. */
+    let marked: RouteLayer[] = [];
     app.use((request: ExpressRequest, response: object, next: (error?: unknown) => void) => {
-      // Read once the app has its routes: the first request comes after Nest's init.
-      routes ??= routeLayers(app);
       let routed: Function | undefined;
       try {
+        // Read once the app has its routes: the first request comes after Nest's init.
+        if (routes === undefined) {
+          routes = routeLayers(app);
+          marked = routes.filter((layer) => {
+            const handle = layer.route!.stack.at(-1)?.handle;
+            return handle !== undefined && Reflect.hasMetadata(BEFORE_BODY, handle);
+          });
+        }
+        // No single early route matches (none, or two: the full walk finds no single one
+        // then either): nothing to decide here. Else every layer, for the one-route check.
+        if (routeOf(marked, request) === undefined) return next();
         routed = routeOf(routes, request);
       } catch {
         // A router of a shape we do not know: the guard decides, after the body, as without
