@@ -22,6 +22,7 @@ import { runHttpBench } from './http/index.js';
 import { BUSY, contenders, newClient } from './redis/contenders.js';
 import { runHotKeyBench } from './redis/hotkey.js';
 import { runMemoryBench } from './redis/memory.js';
+import { layoutProbes } from './redis/layouts.js';
 import { runScriptBench } from './redis/scripts.js';
 import { runStoreBench } from './redis/store.js';
 import { startRedis } from './support.js';
@@ -92,6 +93,7 @@ try {
       contenders: contenders(admin, BUSY, base),
       rounds,
       requests: 50_000,
+      probes: layoutProbes(BUSY.limit, BUSY.periodS * 1000),
       log,
     });
   }

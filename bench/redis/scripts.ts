@@ -8,6 +8,7 @@ import type { Redis } from 'ioredis';
 import { fmt, median, table } from '../support.js';
 import { currentOf, isBase } from '../twins.js';
 import type { Contender } from './contenders.js';
+import type { LayoutProbe } from './layouts.js';
 import { commandStats } from './store.js';
 
 export interface ScriptRow {
@@ -79,6 +80,8 @@ export async function runScriptBench(options: {
   contenders: Contender[];
   rounds: number;
   requests: number;
+  /** Scripts measured beside the contenders' (see layouts.ts). */
+  probes?: LayoutProbe[];
   log: (line: string) => void;
 }): Promise<ScriptRow[]> {
   const ofOurs = new Map(options.contenders.map((c) => [c.name, c.script?.lua]));
@@ -95,6 +98,7 @@ export async function runScriptBench(options: {
       continue;
     scripts.push({ name: c.name, ...c.script });
   }
+  scripts.push(...(options.probes ?? []));
   const usec = new Map<string, number[]>();
   const rps = new Map<string, number[]>();
   for (let round = 0; round < options.rounds; round++) {
@@ -143,5 +147,15 @@ export async function runScriptBench(options: {
       ]),
     ),
   );
+  const of = (name: string) => rows.find((r) => r.script === name)?.usecPerCall;
+  const ratio = (a: string, b: string) => {
+    const [x, y] = [of(a), of(b)];
+    return x === undefined || y === undefined ? '–' : fmt(x / y);
+  };
+  if (options.probes?.length) {
+    options.log(
+      `layouts, two stacked ÷ one: key per policy ${ratio('layout: key per policy, 2', 'layout: key per policy, 1')}, key per identity ${ratio('layout: key per identity, 2', 'layout: key per identity, 1')}; one policy, key per identity ÷ key per policy: ${ratio('layout: key per identity, 1', 'layout: key per policy, 1')}; nrl-stacked ÷ nrl-gcra: ${ratio('nrl-stacked', 'nrl-gcra')}`,
+    );
+  }
   return rows;
 }
