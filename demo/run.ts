@@ -8,6 +8,7 @@
 import { randomUUID } from 'node:crypto';
 import { startApp, waitHealthy, type RunningApp } from './app.js';
 import { cast, drive } from './clients.js';
+import { cooperativeBursts, renderBursts } from './cooperative.js';
 import { renderTable, verdictLine } from './report.js';
 import { judge } from './verdict.js';
 
@@ -36,6 +37,7 @@ async function main(): Promise<boolean> {
   const specs = cast(run);
   console.log(`run ${run}: ${specs.length} clients for ${TRAFFIC_MS / 1000} s...`);
   const samples = await Promise.all(specs.map((spec) => drive(base, spec, TRAFFIC_MS)));
+  const bursts = renderBursts(await cooperativeBursts(base, run));
   await app?.stop();
   const results = specs.map((spec, i) => ({ spec, summary: judge(spec, samples[i]!) }));
 
@@ -48,7 +50,12 @@ async function main(): Promise<boolean> {
   for (const { spec, summary } of results) console.log(verdictLine(spec, summary));
   const complaints = app?.log.filter((l) => /\b(WARN|ERROR)\b/.test(l)) ?? [];
   if (complaints.length) console.log(`\nthe app logged:\n${complaints.join('\n')}`);
-  const passed = results.every((r) => r.summary.problems.length === 0);
+  console.log(
+    `\nthe same burst through the cooperative client and through fetch:\n${bursts.lines.join('\n')}`,
+  );
+  if (!bursts.passed)
+    console.log('the cooperative client let a 429 reach its caller, or fetch met none');
+  const passed = bursts.passed && results.every((r) => r.summary.problems.length === 0);
   const seconds = ((performance.now() - began) / 1000).toFixed(1);
   console.log(`\n${passed ? 'demo passed' : 'demo FAILED'} in ${seconds} s`);
   return passed;

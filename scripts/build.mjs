@@ -31,3 +31,5 @@ write('cjs/package.json', '{ "type": "commonjs" }\n');
 write('esm/package.json', '{ "type": "module" }\n');
 write('esm/index.js', `${note}export * from '../cjs/index.js';\n`);
 write('esm/index.d.ts', `${note}export * from '../cjs/index.js';\n`);
+write('esm/client/index.js', `${note}export * from '../../cjs/client/index.js';\n`);
+write('esm/client/index.d.ts', `${note}export * from '../../cjs/client/index.js';\n`);

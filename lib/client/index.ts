@@ -1,0 +1,29 @@
+/**
+ * `nest-rate-limit/client`: the cooperative client (DESIGN §13). No Nest, Redis or Node-only
+ * import: it runs on Node's `fetch` and in browsers.
+ */
+export {
+  headerValue,
+  parseRateLimitFields,
+  parseRetryAfter,
+  type HeadersLike,
+  type RateLimitFieldForm,
+  type RateLimitFields,
+  type RateLimitQuota,
+} from './fields.js';
+export {
+  createRateLimitedFetch,
+  rateLimitedFetch,
+  type FetchInput,
+  type RateLimitedFetch,
+  type RateLimitedFetchOptions,
+  type RetryEvent,
+} from './fetch.js';
+export {
+  rateLimitInterceptor,
+  type AxiosLikeConfig,
+  type AxiosLikeInstance,
+  type RateLimitInterceptorOptions,
+} from './axios.js';
+export type { PacingOptions } from './pacer.js';
+export { RateLimitedError, type GiveUpReason, type RetryOptions } from './retry.js';

@@ -1,0 +1,110 @@
+/**
+ * The cooperative client's Axios interceptor (issue 24) in a Nest app that calls, through
+ * `@nestjs/axios`'s HttpService, another Nest app that limits it (Express and Fastify).
+ */
+import 'reflect-metadata';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { HttpModule, HttpService } from '@nestjs/axios';
+import {
+  Controller,
+  Get,
+  Injectable,
+  Module,
+  Post,
+  type OnModuleDestroy,
+  type OnModuleInit,
+} from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import type { INestApplicationContext } from '@nestjs/common';
+import { firstValueFrom } from 'rxjs';
+import { RateLimit } from '../../lib/index.js';
+import { RateLimitedError, rateLimitInterceptor } from '../../lib/client/index.js';
+import { createApp, PLATFORMS, type AppHandle } from '../e2e/support/app.js';
+
+/** What the upstream answered, by status: the 429s it sent are counted there. */
+let answered: number[] = [];
+
+@Controller('upstream')
+class UpstreamController {
+  @Get('five')
+  @RateLimit('5/s')
+  five() {
+    answered.push(200);
+    return { ok: true };
+  }
+
+  @Post('orders')
+  @RateLimit('1/h')
+  order() {
+    return { ok: true };
+  }
+}
+
+/** The caller's own service: the interceptor goes on in one line. */
+@Injectable()
+class UpstreamClient implements OnModuleInit, OnModuleDestroy {
+  private eject?: () => void;
+  constructor(readonly http: HttpService) {}
+  onModuleInit() {
+    this.eject = rateLimitInterceptor(this.http.axiosRef, { maxWaitMs: 10_000, jitterMs: 100 });
+  }
+  onModuleDestroy() {
+    this.eject?.();
+  }
+}
+
+// register(): an Axios instance of this module's own (plain HttpModule shares the global one).
+@Module({ imports: [HttpModule.register({})], providers: [UpstreamClient] })
+class CallerModule {}
+
+describe.each(PLATFORMS)('rateLimitInterceptor on HttpService, calling a %s app', (platform) => {
+  let upstream: AppHandle;
+  let caller: INestApplicationContext;
+  let client: UpstreamClient;
+  beforeAll(async () => {
+    upstream = await createApp(platform, { store: 'memory' }, [UpstreamController]);
+    caller = await NestFactory.createApplicationContext(CallerModule, { logger: false });
+    client = caller.get(UpstreamClient);
+  });
+  afterAll(async () => {
+    await caller?.close();
+    await upstream?.close();
+  });
+
+  it('12 calls to a 5/s route all succeed, paced: 5 at once, then one per 200 ms', async () => {
+    answered = [];
+    const statuses: number[] = [];
+    const started = performance.now();
+    const replies = await Promise.all(
+      Array.from({ length: 12 }, () =>
+        firstValueFrom(client.http.get<{ ok: boolean }>(`${upstream.url}/upstream/five`)).then(
+          (r) => {
+            statuses.push(r.status);
+            return r.data;
+          },
+        ),
+      ),
+    );
+    expect(replies).toEqual(Array(12).fill({ ok: true }));
+    expect(statuses).toEqual(Array(12).fill(200));
+    expect(answered).toHaveLength(12);
+    expect(performance.now() - started).toBeGreaterThanOrEqual(7 * 200 - 50);
+  });
+
+  it('a POST without an idempotency key is refused once and not sent again', async () => {
+    const url = `${upstream.url}/upstream/orders`;
+    expect((await firstValueFrom(client.http.post(url, {}))).status).toBe(201);
+    const error = await firstValueFrom(client.http.post(url, {})).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(RateLimitedError);
+    expect((error as RateLimitedError).reason).toBe('not-idempotent');
+    expect((error as RateLimitedError<{ status: number }>).response.status).toBe(429);
+    // With a key, the hour's wait is beyond maxWaitMs: it gives up at once instead (pacing
+    // does not spend the 10 s budget on a wait it cannot finish either).
+    const started = performance.now();
+    const keyed = await firstValueFrom(
+      client.http.post(url, {}, { headers: { 'Idempotency-Key': 'o-1' } }),
+    ).catch((e: unknown) => e);
+    expect((keyed as RateLimitedError).reason).toBe('wait-too-long');
+    expect(performance.now() - started).toBeLessThan(2000);
+  });
+});
