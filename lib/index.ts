@@ -67,9 +67,12 @@ export {
   legacyHeaders,
   rateLimitHeaders,
   retryAfterSeconds,
+  STANDARD_DRAFTS,
   type HeaderOptions,
   type HeaderPolicy,
+  type StandardDraft,
 } from './http/headers.js';
+export { draft6Headers, draft7Headers, draft11Headers } from './http/header-drafts.js';
 export {
   PROBLEM_CONTENT_TYPE,
   QUOTA_EXCEEDED_TYPE,

@@ -19,22 +19,26 @@ export interface AxiosLikeConfig {
   [key: string]: unknown;
 }
 
+/**
+ * Axios's own types for what passes through its interceptors, left open so that every Axios
+ * 1.x instance fits without importing Axios.
+ */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+type Open = any;
+
 /** The parts of an Axios instance this uses: `axios`, `axios.create()`, `HttpService.axiosRef`. */
 export interface AxiosLikeInstance {
   interceptors: {
     request: {
-      use(onFulfilled: (config: never) => unknown, onRejected?: (error: never) => unknown): number;
+      use(onFulfilled: (config: Open) => Open, onRejected?: (error: Open) => Open): number;
       eject(id: number): void;
     };
     response: {
-      use(
-        onFulfilled: (response: never) => unknown,
-        onRejected?: (error: never) => unknown,
-      ): number;
+      use(onFulfilled: (response: Open) => Open, onRejected?: (error: Open) => Open): number;
       eject(id: number): void;
     };
   };
-  request(config: never): Promise<unknown>;
+  request(config: Open): Promise<Open>;
 }
 
 interface AxiosLikeResponse {
@@ -160,14 +164,11 @@ export function rateLimitInterceptor(
     await sleep(delayMs, signalOf(config));
     state.waited += delayMs;
     state.attempt++;
-    return axios.request(config as never);
+    return axios.request(config);
   };
 
-  const requestId = axios.interceptors.request.use(onRequest as (config: never) => unknown);
-  const responseId = axios.interceptors.response.use(
-    onResponse as (response: never) => unknown,
-    onError as (error: never) => unknown,
-  );
+  const requestId = axios.interceptors.request.use(onRequest);
+  const responseId = axios.interceptors.response.use(onResponse, onError);
   return () => {
     axios.interceptors.request.eject(requestId);
     axios.interceptors.response.eject(responseId);

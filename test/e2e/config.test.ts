@@ -178,6 +178,11 @@ describe.each(PLATFORMS)('bad module options fail at bootstrap on %s', (platform
     ["enabled: 'yes'", { enabled: 'yes' as unknown as boolean }, /invalid enabled "yes"/],
     ['default: []', { default: [] }, /invalid default \[\].*RateLimitModule default/],
     [
+      "headers.standard: 'draft-9' (not one the server sends)",
+      { headers: { standard: 'draft-9' as 'draft-10' } },
+      /invalid headers \{"standard":"draft-9"\}: expected .*'draft-6' \| 'draft-7' \| 'draft-8' \| 'draft-10' \| 'draft-11' \| false/,
+    ],
+    [
       'default: two policies named "short"',
       {
         default: [

@@ -1,6 +1,7 @@
 import { ALGORITHMS } from '../../core/policy.js';
 import { quote, RateLimitConfigError } from '../../core/errors.js';
 import { AllowList } from '../../http/allow-list.js';
+import { STANDARD_DRAFTS } from '../../http/headers.js';
 import { RateLimiter } from '../../core/limiter.js';
 import { MemoryStore } from '../../core/stores/memory-store.js';
 import { declareDefaults } from '../declare/defaults.js';
@@ -88,10 +89,13 @@ export function validateOptions(options: RateLimitModuleOptions): void {
       headers === null ||
       (headers.legacy !== undefined && typeof headers.legacy !== 'boolean') ||
       (headers.standard !== undefined &&
-        headers.standard !== 'draft-10' &&
-        headers.standard !== false))
+        headers.standard !== false &&
+        !STANDARD_DRAFTS.includes(headers.standard)))
   ) {
-    fail('headers', "a boolean or { legacy?: boolean, standard?: 'draft-10' | false }");
+    fail(
+      'headers',
+      `a boolean or { legacy?: boolean, standard?: ${STANDARD_DRAFTS.map((d) => `'${d}'`).join(' | ')} | false }`,
+    );
   }
   const { onStoreFailure, instances } = options;
   if (

@@ -60,6 +60,12 @@ export class Outcomes {
         periodMs: p.override?.periodMs ?? policy.periodMs,
       };
       if (policy.algorithm === 'concurrency') header.quotaUnit = 'concurrent-requests';
+      else if (
+        !p.override &&
+        (policy.algorithm === 'gcra' || policy.algorithm === 'token-bucket')
+      ) {
+        header.capacity = policy.capacity;
+      }
       shown.push(header);
     }
     const headers = this.headers(shown);
