@@ -3,7 +3,7 @@
 //   (`tsPreCompilationDeps`: `import type` and `export type ... from` count as edges);
 // - layers: core <- http <- nest. lib/core imports nothing else of lib, lib/http only
 //   lib/core, and neither imports a `@nestjs/*` package; lib/nest may import both.
-//   Planned folders: lib/client may import lib/http only; lib/throttler anything in lib.
+//   lib/client imports only lib/client and no Node built-in; planned: lib/throttler anything in lib.
 // Only lib/ is cruised (`depcruise lib`): node_modules is resolved but never read, and the
 // build output and the projects of their own are excluded should anyone cruise `.`.
 /** @type {import('dependency-cruiser').IConfiguration} */
@@ -37,11 +37,20 @@ export default {
       to: { path: '^lib/', pathNot: '^lib/(core|http)/' },
     },
     {
-      name: 'client-imports-only-http',
+      name: 'client-imports-only-client',
       severity: 'error',
-      comment: 'lib/client imports nothing of lib but lib/http (its header parsing).',
+      comment:
+        'lib/client (nest-rate-limit/client) runs in browsers: it imports nothing of lib ' +
+        'outside lib/client, so no Node-only module reaches it.',
       from: { path: '^lib/client/' },
-      to: { path: '^lib/', pathNot: '^lib/(client|http)/' },
+      to: { path: '^lib/', pathNot: '^lib/client/' },
+    },
+    {
+      name: 'client-no-node-builtins',
+      severity: 'error',
+      comment: 'lib/client runs in browsers: no Node built-in module.',
+      from: { path: '^lib/client/' },
+      to: { dependencyTypes: ['core'] },
     },
     {
       name: 'core-http-no-nestjs',

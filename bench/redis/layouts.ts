@@ -7,7 +7,7 @@
  *   expiry; `PTTL`, then `PEXPIRE` when the emission interval is a whole number of ms, else
  *   `GET` of the sub-ms credit and `SET ... PX`.
  * - **key per identity**: every token-bucket/GCRA policy of the identity in one key, which
- *   expires at the latest TAT (E); its value lists `<tag>=<offset>;`, offset = (E − TAT)·L
+ *   expires at the latest TAT (E); its value lists `<tag>=<offset>/<L>;`, offset = (E − TAT)·L
  *   in ticks of 1/L ms (the credit folded in). `GET` and `PTTL`, one `SET ... PX`, whatever
  *   the number of policies; entries of the identity's other policies are kept, shifted.
  *
@@ -42,8 +42,10 @@ const PER_IDENTITY = `
 local s = redis.call('GET', KEYS[1])
 local ms = redis.call('PTTL', KEYS[1])
 if ms < 0 then ms = 0 end
-local off, new, E = {}, {}, ms
-if s then for t, o in string.gmatch(s, '(%w+)=(%d+);') do off[t] = o + 0 end end
+local off, lim, new, E = {}, {}, {}, ms
+if s then
+  for t, o, l in string.gmatch(s, '(%w+)=(%d+)/(%d+);') do off[t], lim[t] = o + 0, l + 0 end
+end
 for i = 1, (#ARGV - 1) / 3 do
   local t, L, P = ARGV[i * 3 - 1], ARGV[i * 3] + 0, ARGV[i * 3 + 1] + 0
   local debt = ms * L - (off[t] or ms * L)
@@ -56,9 +58,11 @@ for i = 1, (#ARGV - 1) / 3 do
 end
 local parts = {}
 for t, o in pairs(off) do
-  if not new[t] and o < ms then parts[#parts + 1] = t .. '=' .. (o + E - ms) .. ';' end
+  -- Another policy's entry, kept while its TAT is ahead (offset in its own ticks), shifted to E.
+  local L = lim[t]
+  if not new[t] and o < ms * L then parts[#parts + 1] = string.format('%s=%d/%d;', t, o + (E - ms) * L, L) end
 end
-for t, v in pairs(new) do parts[#parts + 1] = string.format('%s=%d;', t, E * v[1] - v[2]) end
+for t, v in pairs(new) do parts[#parts + 1] = string.format('%s=%d/%d;', t, E * v[1] - v[2], v[1]) end
 redis.call('SET', KEYS[1], table.concat(parts), 'PX', string.format('%d', E))
 return 1
 `;

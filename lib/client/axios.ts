@@ -1,6 +1,6 @@
 import { headerValue, parseRateLimitFields, type HeadersLike } from './fields.js';
-import type { RetryEvent } from './fetch.js';
-import { Pacer, sleep, type PacingOptions } from './pacer.js';
+import { byOriginAndPath, type PartitionOf, type RetryEvent } from './fetch.js';
+import { Pacer, sleep, type PacingOptions, type Ticket } from './pacer.js';
 import {
   mayRetry,
   RateLimitedError,
@@ -9,81 +9,70 @@ import {
   type RetryOptions,
 } from './retry.js';
 
-/** The parts of an Axios request config this reads (Axios 1.x). */
-export interface AxiosLikeConfig {
-  url?: string;
-  baseURL?: string;
-  method?: string;
-  headers?: unknown;
-  signal?: unknown;
-  [key: string]: unknown;
-}
-
 /**
- * Axios's own types for what passes through its interceptors, left open so that every Axios
- * 1.x instance fits without importing Axios.
+ * Axios's own types for what passes through an adapter, left open so that every Axios 1.x
+ * instance fits without importing Axios's types.
  */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Open = any;
 
 /** The parts of an Axios instance this uses: `axios`, `axios.create()`, `HttpService.axiosRef`. */
 export interface AxiosLikeInstance {
-  interceptors: {
-    request: {
-      use(onFulfilled: (config: Open) => Open, onRejected?: (error: Open) => Open): number;
-      eject(id: number): void;
-    };
-    response: {
-      use(onFulfilled: (response: Open) => Open, onRejected?: (error: Open) => Open): number;
-      eject(id: number): void;
-    };
-  };
-  request(config: Open): Promise<Open>;
+  defaults: { adapter?: Open };
+}
+
+/** The parts of an Axios request config this reads (Axios 1.x). */
+interface AxiosLikeConfig {
+  url?: string;
+  baseURL?: string;
+  method?: string;
+  headers?: Open;
+  data?: Open;
+  signal?: Open;
+  adapter?: Open;
 }
 
 interface AxiosLikeResponse {
   status: number;
   headers: HeadersLike;
-  config: AxiosLikeConfig;
 }
 
+type Adapter = (config: AxiosLikeConfig) => Promise<AxiosLikeResponse>;
+
 export interface RateLimitInterceptorOptions extends RetryOptions {
-  /** As for {@link createRateLimitedFetch}: per origin, shared by the instance. `false`: off. */
+  /** As for {@link createRateLimitedFetch}: per partition, shared by the instance. `false`: off. */
   pacing?: PacingOptions | false;
+  /** Which requests share pacing. Default: the same origin and path. */
+  partition?: PartitionOf;
   onRetry?: (event: RetryEvent) => void;
 }
 
-/**
- * Where an interceptor keeps a request's attempts on its config (Axios copies it to a retry's
- * config): a key per interceptor, so two on one instance never read each other's.
- */
-let interceptors = 0;
-
-interface RequestState {
-  attempt: number;
-  /** ms waited so far, pacing and retries. */
-  waited: number;
-  partition?: string;
+/** The adapter an Axios config names (a function, or names such as `['xhr', 'http', 'fetch']`). */
+async function resolveAdapter(named: Open): Promise<Adapter> {
+  if (typeof named === 'function') return named as Adapter;
+  // Names are resolved by Axios itself: the application has it, since it hands us an instance.
+  const axios = (await import('axios')).default as { getAdapter(named: Open): Adapter };
+  return axios.getAdapter(named);
 }
 
-function stateOf(config: AxiosLikeConfig, key: string): RequestState {
-  const known = config[key] as RequestState | undefined;
-  const state = known ?? { attempt: 1, waited: 0 };
-  config[key] = state;
-  return state;
-}
-
-function originOf(config: AxiosLikeConfig): string {
-  try {
-    return new URL(config.url ?? '', config.baseURL).origin;
-  } catch {
-    return config.baseURL ?? '';
-  }
+/** The URL Axios will call: `url` on `baseURL` unless absolute (as Axios's buildFullPath). */
+function urlOf(config: AxiosLikeConfig): URL {
+  const url = config.url ?? '';
+  const base = (globalThis as { location?: { href?: string } }).location?.href;
+  if (/^[a-z][a-z\d+\-.]*:\/\//i.test(url) || !config.baseURL) return new URL(url, base);
+  return new URL(`${config.baseURL.replace(/\/+$/, '')}/${url.replace(/^\/+/, '')}`, base);
 }
 
 function signalOf(config: AxiosLikeConfig): AbortSignal | undefined {
   const s = config.signal as AbortSignal | undefined;
   return s && typeof s.addEventListener === 'function' ? s : undefined;
+}
+
+/** A body read once (a Node stream, a web stream): such a request is sent once. */
+function isStream(data: unknown): boolean {
+  if (typeof data !== 'object' || data === null) return false;
+  const d = data as { pipe?: unknown; getReader?: unknown };
+  return typeof d.pipe === 'function' || typeof d.getReader === 'function';
 }
 
 /**
@@ -93,9 +82,12 @@ function signalOf(config: AxiosLikeConfig): AbortSignal | undefined {
  * {@link createRateLimitedFetch}. A non-idempotent request is sent again only with the
  * idempotency key header.
  *
- * When it gives up, the request rejects with a {@link RateLimitedError} whose `response` is
- * the last Axios response. Other errors pass through unchanged.
- * @returns a function that removes the interceptors again
+ * It wraps the instance's adapter, below Axios's interceptors: they see each request once,
+ * however many attempts it took. A request that sets an adapter of its own bypasses it.
+ * When it gives up, the request rejects with a {@link RateLimitedError} whose `response` is the
+ * last Axios response. Other errors pass through unchanged; an abort during a wait rejects with
+ * Axios's own `CanceledError`.
+ * @returns a function that puts the instance's adapter back
  * @throws {RangeError} for an invalid option
  */
 export function rateLimitInterceptor(
@@ -104,73 +96,68 @@ export function rateLimitInterceptor(
 ): () => void {
   const retry = resolveRetry(options);
   const pacer = options.pacing === false ? undefined : new Pacer(options.pacing);
-  const STATE = `rateLimitClient${++interceptors}`;
+  const partitionOf = options.partition ?? byOriginAndPath;
+  const original: Open = axios.defaults.adapter;
 
-  const onRequest = async (config: AxiosLikeConfig): Promise<AxiosLikeConfig> => {
-    const state = stateOf(config, STATE);
-    if (pacer) {
-      const partition = originOf(config);
-      state.waited += await pacer.reserve(
-        partition,
-        retry.maxWaitMs - state.waited,
-        signalOf(config),
-      );
-      state.partition = partition;
+  const limited: Adapter = async (config) => {
+    const adapter = await resolveAdapter(
+      config.adapter === limited || config.adapter === undefined ? original : config.adapter,
+    );
+    const signal = signalOf(config);
+    const url = urlOf(config);
+    const method = (config.method ?? 'get').toUpperCase();
+    const headers = (config.headers ?? {}) as HeadersLike;
+    const partition = pacer ? partitionOf({ url, method, headers }) : '';
+    const keyed = headerValue(headers, retry.idempotencyKeyHeader) !== undefined;
+    const retriable = !isStream(config.data) && mayRetry(method, keyed);
+    // An abort while we wait: Axios's adapter rejects with its own CanceledError at once.
+    const cancelled = () => adapter(config);
+    let waited = 0;
+    for (let attempt = 1; ; attempt++) {
+      let ticket: Ticket | undefined;
+      try {
+        ticket = pacer && (await pacer.reserve(partition, retry.maxWaitMs - waited, signal));
+      } catch (error) {
+        if (signal?.aborted) return cancelled();
+        throw error;
+      }
+      if (ticket) waited += ticket.waitedMs;
+      let response: AxiosLikeResponse | undefined;
+      try {
+        response = await adapter(config);
+        if (ticket) pacer!.observe(ticket, parseRateLimitFields(response.headers));
+        return response;
+      } catch (error) {
+        response = (error as { response?: AxiosLikeResponse } | null)?.response;
+        const refused = response !== undefined && retry.statuses.includes(response.status);
+        if (ticket) {
+          pacer!.observe(ticket, response && parseRateLimitFields(response.headers), refused);
+        }
+        if (!refused) throw error;
+      }
+      const fields = parseRateLimitFields(response!.headers);
+      const status = response!.status;
+      if (!retriable) throw new RateLimitedError(response, status, attempt, 'not-idempotent');
+      if (attempt >= retry.maxAttempts) {
+        throw new RateLimitedError(response, status, attempt, 'attempts');
+      }
+      const delayMs = retryDelayMs(attempt, fields, retry);
+      if (waited + delayMs > retry.maxWaitMs) {
+        throw new RateLimitedError(response, status, attempt, 'wait-too-long', delayMs);
+      }
+      options.onRetry?.({ attempt, status, delayMs, url: url.href, fields });
+      try {
+        await sleep(delayMs, signal);
+      } catch (error) {
+        if (signal?.aborted) return cancelled();
+        throw error;
+      }
+      waited += delayMs;
     }
-    return config;
   };
 
-  const observed = (config: AxiosLikeConfig | undefined, headers: HeadersLike | undefined) => {
-    const state = config?.[STATE] as RequestState | undefined;
-    if (!pacer || state?.partition === undefined) return;
-    pacer.observe(state.partition, headers && parseRateLimitFields(headers));
-    state.partition = undefined;
-  };
-
-  const onResponse = (response: AxiosLikeResponse): AxiosLikeResponse => {
-    observed(response.config, response.headers);
-    return response;
-  };
-
-  const onError = async (error: { config?: AxiosLikeConfig; response?: AxiosLikeResponse }) => {
-    const { config, response } = error ?? {};
-    observed(config, response?.headers);
-    if (!config || !response || !retry.statuses.includes(response.status)) throw error;
-    const state = stateOf(config, STATE);
-    const fields = parseRateLimitFields(response.headers);
-    const method = config.method ?? 'get';
-    const keyed =
-      config.headers !== undefined &&
-      config.headers !== null &&
-      headerValue(config.headers as HeadersLike, retry.idempotencyKeyHeader) !== undefined;
-    if (!mayRetry(method, keyed)) {
-      throw new RateLimitedError(response, response.status, state.attempt, 'not-idempotent');
-    }
-    if (state.attempt >= retry.maxAttempts) {
-      throw new RateLimitedError(response, response.status, state.attempt, 'attempts');
-    }
-    const delayMs = retryDelayMs(state.attempt, fields, retry);
-    if (state.waited + delayMs > retry.maxWaitMs) {
-      throw new RateLimitedError(
-        response,
-        response.status,
-        state.attempt,
-        'wait-too-long',
-        delayMs,
-      );
-    }
-    const url = `${config.baseURL ?? ''}${config.url ?? ''}`;
-    options.onRetry?.({ attempt: state.attempt, status: response.status, delayMs, url, fields });
-    await sleep(delayMs, signalOf(config));
-    state.waited += delayMs;
-    state.attempt++;
-    return axios.request(config);
-  };
-
-  const requestId = axios.interceptors.request.use(onRequest);
-  const responseId = axios.interceptors.response.use(onResponse, onError);
+  axios.defaults.adapter = limited;
   return () => {
-    axios.interceptors.request.eject(requestId);
-    axios.interceptors.response.eject(responseId);
+    if (axios.defaults.adapter === limited) axios.defaults.adapter = original;
   };
 }

@@ -1,4 +1,4 @@
-import { parseRateLimitFields, type RateLimitFields } from './fields.js';
+import { parseRateLimitFields, type HeadersLike, type RateLimitFields } from './fields.js';
 import { Pacer, sleep, type PacingOptions } from './pacer.js';
 import {
   mayRetry,
@@ -20,13 +20,34 @@ export interface RetryEvent {
   readonly fields: RateLimitFields;
 }
 
+/** What a partition is chosen from: the request's URL, method and headers. */
+export interface PartitionTarget {
+  readonly url: URL;
+  /** Upper case. */
+  readonly method: string;
+  readonly headers: HeadersLike;
+}
+
+/**
+ * Requests of one partition share what the server said of their quota. The default, the
+ * origin and path, matches a server that budgets per route (as this module does by default);
+ * a server with one budget for its whole API is better paced by origin (`(t) => t.url.origin`),
+ * and calls made on behalf of several users by user (their credentials' header).
+ */
+export type PartitionOf = (target: PartitionTarget) => string;
+
+/** The default {@link PartitionOf}: origin and path, no query. */
+export const byOriginAndPath: PartitionOf = (t) => t.url.origin + t.url.pathname;
+
 export interface RateLimitedFetchOptions extends RetryOptions {
   /**
    * Pacing before the wall (see {@link PacingOptions}), shared by every request of this
-   * client, per origin. `false` turns it off. Default on.
+   * client, per partition. `false` turns it off. Default on.
    */
   pacing?: PacingOptions | false;
-  /** The `fetch` to wrap. Default `globalThis.fetch`. */
+  /** Which requests share pacing. Default: the same origin and path ({@link byOriginAndPath}). */
+  partition?: PartitionOf;
+  /** The `fetch` to wrap, called with the arguments given. Default `globalThis.fetch`. */
   fetch?: typeof fetch;
   /** Called before each wait for a retry. */
   onRetry?: (event: RetryEvent) => void;
@@ -40,17 +61,19 @@ export type RateLimitedFetch = (input: FetchInput, init?: RequestInit) => Promis
 
 /**
  * Makes a `fetch` that cooperates with rate-limited servers (one per service you call; its
- * pacing state is shared by its requests):
+ * pacing state is shared by its requests, per partition):
  * - on a status in `statuses` (429, 503) it waits `Retry-After` (delay-seconds or HTTP-date,
  *   RFC 9110 §10.2.3; it takes precedence) plus jitter, else an exponential backoff with full
  *   jitter, up to `maxAttempts` in all and `maxWaitMs` of waiting in all;
  * - it sends a non-idempotent request (POST, PATCH) again only when it carries the
- *   idempotency key header;
+ *   idempotency key header, and a request whose body is a stream never (it cannot be re-read);
  * - it reads the rate-limit fields of every response (see {@link parseRateLimitFields}) and,
  *   when the quota left is low, spaces the next requests so they do not meet a 429.
  *
- * Responses with other statuses, network errors and aborts are returned or thrown as `fetch`
- * does. A wait ends at once when the request's `signal` aborts (rejecting with its reason).
+ * The wrapped `fetch` gets the arguments as given (a `Request` input is cloned for each
+ * attempt but the last). Responses with other statuses, network errors and aborts are
+ * returned or thrown as `fetch` does. A wait ends at once when the request's `signal` aborts
+ * (rejecting with its reason).
  * @throws {RangeError} at creation, for an invalid option
  * @throws {RateLimitedError} (the promise rejects) when it gives up on a refused request; the
  *   last response is on the error, its body unread
@@ -58,8 +81,9 @@ export type RateLimitedFetch = (input: FetchInput, init?: RequestInit) => Promis
 export function createRateLimitedFetch(options: RateLimitedFetchOptions = {}): RateLimitedFetch {
   const retry = resolveRetry(options);
   const pacer = options.pacing === false ? undefined : new Pacer(options.pacing);
+  const partitionOf = options.partition ?? byOriginAndPath;
   const send = options.fetch ?? ((input, init) => globalThis.fetch(input, init));
-  return (input, init) => run(send, retry, pacer, options.onRetry, new Request(input, init));
+  return (input, init) => run(send, retry, pacer, partitionOf, options.onRetry, input, init);
 }
 
 /**
@@ -74,26 +98,45 @@ export function rateLimitedFetch(
   return createRateLimitedFetch({ ...options, pacing: false })(input, init);
 }
 
+/** The request's URL, method, headers and signal, read without consuming its body. */
+function describe(input: FetchInput, init: RequestInit | undefined) {
+  const request = input instanceof Request ? input : undefined;
+  const base = (globalThis as { location?: { href?: string } }).location?.href;
+  const url = new URL(request ? request.url : String(input), base);
+  const method = (init?.method ?? request?.method ?? 'GET').toUpperCase();
+  const headers = new Headers(init?.headers ?? request?.headers);
+  const signal = init?.signal ?? request?.signal;
+  // A stream in `init` is read once: such a request is sent once. (A Request input is cloned.)
+  const body = init?.body as { getReader?: unknown } | null | undefined;
+  const stream = typeof body === 'object' && body !== null && typeof body.getReader === 'function';
+  return { url, method, headers, signal, stream };
+}
+
 async function run(
   send: typeof fetch,
   retry: ResolvedRetry,
   pacer: Pacer | undefined,
+  partitionOf: PartitionOf,
   onRetry: RateLimitedFetchOptions['onRetry'],
-  request: Request,
+  input: FetchInput,
+  init: RequestInit | undefined,
 ): Promise<Response> {
-  const partition = new URL(request.url).origin;
-  const retriable = mayRetry(request.method, request.headers.has(retry.idempotencyKeyHeader));
+  const { url, method, headers, signal, stream } = describe(input, init);
+  const partition = pacer ? partitionOf({ url, method, headers }) : '';
+  const retriable = !stream && mayRetry(method, headers.has(retry.idempotencyKeyHeader));
   let waited = 0;
   for (let attempt = 1; ; attempt++) {
-    if (pacer) waited += await pacer.reserve(partition, retry.maxWaitMs - waited, request.signal);
-    let response: Response;
+    const ticket = pacer && (await pacer.reserve(partition, retry.maxWaitMs - waited, signal));
+    if (ticket) waited += ticket.waitedMs;
+    let response: Response | undefined;
     let fields: RateLimitFields | undefined;
     try {
-      // A clone per attempt: a body is read once.
-      response = await send(attempt < retry.maxAttempts && retriable ? request.clone() : request);
+      // A Request's body is read once: a clone per attempt but the last.
+      const again = attempt < retry.maxAttempts && retriable && input instanceof Request;
+      response = await send(again ? (input as Request).clone() : input, init);
       fields = parseRateLimitFields(response.headers);
     } finally {
-      pacer?.observe(partition, fields);
+      if (ticket) pacer!.observe(ticket, fields, retry.statuses.includes(response?.status ?? 0));
     }
     if (!retry.statuses.includes(response.status)) return response;
     if (!retriable)
@@ -105,10 +148,10 @@ async function run(
     if (waited + delayMs > retry.maxWaitMs) {
       throw new RateLimitedError(response, response.status, attempt, 'wait-too-long', delayMs);
     }
-    onRetry?.({ attempt, status: response.status, delayMs, url: request.url, fields });
+    onRetry?.({ attempt, status: response.status, delayMs, url: url.href, fields });
     // The refused response's body is not wanted: free its connection.
     await response.body?.cancel().catch(() => undefined);
-    await sleep(delayMs, request.signal);
+    await sleep(delayMs, signal);
     waited += delayMs;
   }
 }

@@ -1,4 +1,4 @@
-import { parseDictionary, parseList, type BareItem } from './structured-fields.js';
+import { parseDictionary, parseList, type BareItem, type SfItem } from './structured-fields.js';
 
 /**
  * Response headers as the common clients hold them: a fetch `Headers`, or a plain object
@@ -91,8 +91,12 @@ export function parseRetryAfter(
   return Number.isNaN(at) ? undefined : Math.max(0, at - nowMs);
 }
 
-const count = (v: BareItem | undefined): number | undefined =>
+const count = (v: SfItem['value'] | undefined): number | undefined =>
   typeof v === 'number' && v >= 0 ? v : undefined;
+
+/** A Byte Sequence's base64 text (a partition key), else undefined. */
+const bytesOf = (v: BareItem | undefined): string | undefined =>
+  typeof v === 'object' && 'bytes' in v ? v.bytes : undefined;
 
 function nonNegative(value: string | undefined): number | undefined {
   if (value === undefined || !/^\s*\d+(\.\d+)?\s*$/.test(value)) return undefined;
@@ -108,7 +112,7 @@ function structuredPolicies(field: string | undefined): Map<string, Partial<Rate
     out.set(item.value, {
       limit: count(item.params.get('q')),
       windowSeconds: count(item.params.get('w')),
-      partitionKey: typeof pk === 'object' ? pk.bytes : undefined,
+      partitionKey: bytesOf(pk),
     });
   }
   return out;
@@ -136,7 +140,7 @@ function structured(headers: HeadersLike): RateLimitQuota[] | undefined {
         resetSeconds: count(item.params.get('t')) ?? 0,
         limit: policy.limit,
         windowSeconds: policy.windowSeconds,
-        partitionKey: typeof pk === 'object' ? pk.bytes : policy.partitionKey,
+        partitionKey: bytesOf(pk) ?? policy.partitionKey,
       }),
     );
   }

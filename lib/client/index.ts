@@ -12,8 +12,11 @@ export {
   type RateLimitQuota,
 } from './fields.js';
 export {
+  byOriginAndPath,
   createRateLimitedFetch,
   rateLimitedFetch,
+  type PartitionOf,
+  type PartitionTarget,
   type FetchInput,
   type RateLimitedFetch,
   type RateLimitedFetchOptions,
@@ -21,7 +24,6 @@ export {
 } from './fetch.js';
 export {
   rateLimitInterceptor,
-  type AxiosLikeConfig,
   type AxiosLikeInstance,
   type RateLimitInterceptorOptions,
 } from './axios.js';

@@ -10,33 +10,52 @@ export interface PacingOptions {
   lowWater?: number;
 }
 
-/** How long a partition that reported no quota goes unpaced before the next request learns again, ms. */
+/** How long a partition that reported no quota goes unpaced before a request learns again, ms. */
 const RELEARN_MS = 60_000;
+/** The longest a request waits for the first answer of a partition it knows nothing of, ms. */
+const LEARN_WAIT_MS = 2000;
+/** A request unanswered for this long no longer counts as in flight (its answer was lost), ms. */
+const STALE_MS = 60_000;
+/** Partitions kept; beyond, the least recently used goes. */
+const MAX_PARTITIONS = 1000;
+/** setTimeout's longest delay (2^31 − 1 ms); a longer sleep is made of several. */
+const MAX_TIMER_MS = 2_147_483_647;
 
 interface Partition {
-  /** Quota left as last reported, less what was sent since. */
+  /** Quota left as last reported, less what was sent since; Infinity when none was reported. */
   remaining: number;
-  /** When the quota is restored, ms on the client's clock. */
+  /** The quota of the tightest policy, when reported: what is there again once it resets. */
+  limit: number | undefined;
+  /** When the quota is restored (or the partition is learnt again), ms on the client's clock. */
   resetAt: number;
   /** The spacing once low: the policy's emission interval (w / q), else reset / remaining, ms. */
   intervalMs: number;
   /** The earliest the next paced request may leave, ms. */
   nextAt: number;
-  /** Requests sent and not answered. */
-  inFlight: number;
-  /** The first request's answer, while no quota is known: the others wait for it. */
+  /** Requests sent and not answered: ticket → when sent, ms. */
+  inFlight: Map<number, number>;
+  /** The first request's answer, while nothing is known: the others wait for it (bounded). */
   learning?: Promise<void>;
   learned?: () => void;
 }
 
+/** A reserved send; give it back to {@link Pacer.observe} with what came of it. */
+export interface Ticket {
+  readonly partition: string;
+  readonly id: number;
+  /** ms waited for it, pacing included. */
+  readonly waitedMs: number;
+}
+
 /**
- * Keeps, per partition (an origin), the tightest quota the server reported, and tells each
- * request how long to wait so that it arrives when quota is there. Advisory: the server
- * decides, and a refusal is still retried per `Retry-After`.
+ * Keeps, per partition (by default a URL's origin and path), the tightest quota the server
+ * reported, and tells each request how long to wait so that it arrives when quota is there.
+ * Advisory: the server decides, and a refusal is still retried per `Retry-After`.
  */
 export class Pacer {
   private readonly partitions = new Map<string, Partition>();
   private readonly lowWater: number;
+  private tickets = 0;
 
   constructor(
     options: PacingOptions = {},
@@ -50,104 +69,158 @@ export class Pacer {
     }
   }
 
+  /** Partitions held (for tests). */
+  get size(): number {
+    return this.partitions.size;
+  }
+
   /**
-   * Reserves a send for `partition`: resolves once the request may leave (at once unless the
-   * quota is low). While nothing is known of a partition, the first request goes alone and
-   * the others wait for its answer, so a burst learns the quota before spending it.
-   * @param maxMs the longest this may wait, ms: a longer wait is not started (the request
-   *   goes at once), so pacing never spends a request's budget on a wait it cannot finish
-   * @returns the ms waited
+   * Reserves a send in `partition`: resolves once the request may leave (at once unless the
+   * quota is low). While nothing is known of a partition, the first request goes alone and the
+   * others wait for its answer, at most 2 s, so a burst learns the quota before spending it.
+   * @param maxMs the longest this may wait, ms: a longer pacing wait is not started (the
+   *   request goes at once), so pacing never spends a request's budget on a wait it cannot finish
+   * @throws the signal's reason when it aborts a wait
    */
-  async reserve(partition: string, maxMs: number, signal?: AbortSignal | null): Promise<number> {
+  async reserve(partition: string, maxMs: number, signal?: AbortSignal | null): Promise<Ticket> {
+    const started = this.now();
     let p = this.partitions.get(partition);
     while (p?.learning) {
-      await abortable(p.learning, signal);
+      const left = Math.min(maxMs, LEARN_WAIT_MS) - (this.now() - started);
+      if (left <= 0 || !(await settlesWithin(p.learning, left, signal))) break;
       p = this.partitions.get(partition);
     }
     const now = this.now();
-    if (!p || now >= p.resetAt) {
-      let learned!: () => void;
-      const learning = new Promise<void>((resolve) => (learned = resolve));
-      this.partitions.set(partition, {
-        remaining: 0,
-        resetAt: Infinity,
-        intervalMs: 0,
-        nextAt: 0,
-        inFlight: 1,
-        learning,
-        learned,
-      });
-      return 0;
+    p = this.partitions.get(partition);
+    if (p && now >= p.resetAt) {
+      // The quota is restored: all of it when its size is known, else learn it again.
+      if (p.limit === undefined || p.learning) p = undefined;
+      else {
+        p.remaining = Math.max(0, p.limit - this.pending(p, now));
+        p.resetAt = now + RELEARN_MS;
+      }
     }
+    const id = ++this.tickets;
+    if (!p) {
+      p = this.open(partition);
+      p.inFlight.set(id, now);
+      return { partition, id, waitedMs: now - started };
+    }
+    // Most recently used last: the first in the map is the one to drop.
+    this.partitions.delete(partition);
+    this.partitions.set(partition, p);
     let wait = 0;
+    const before = p.nextAt;
     if (p.remaining <= this.lowWater) {
       const sendAt = Math.max(
         now,
         p.nextAt,
         p.remaining > 0 ? now : now + Math.min(p.intervalMs, p.resetAt - now),
       );
-      // A wait the request's budget cannot cover is not started: it goes now, and the server's
-      // answer (a refusal with its Retry-After, most likely) is what the caller gets.
-      if (sendAt - now <= maxMs) {
+      if (sendAt - now <= maxMs - (now - started)) {
         wait = sendAt - now;
         p.nextAt = sendAt + p.intervalMs;
       }
     }
-    if (p.remaining > 0) p.remaining--;
-    p.inFlight++;
+    const queued = p.nextAt;
+    const took = p.remaining > 0;
+    if (took) p.remaining--;
+    p.inFlight.set(id, now);
     if (wait > 0) {
       try {
         await sleep(wait, signal);
       } catch (error) {
-        p.inFlight--;
+        // Aborted: its count and, when no later request queued behind it, its place go back.
+        p.inFlight.delete(id);
+        if (p.nextAt === queued) p.nextAt = before;
+        if (took) p.remaining++;
         throw error;
       }
     }
-    return wait;
+    return { partition, id, waitedMs: this.now() - started };
   }
 
   /**
-   * Takes what a response said. Call it once per reserve that resolved, also when the request
-   * failed (`fields` undefined).
+   * Takes what came of a reserved send: the response's fields, whether it was refused (a status
+   * the client retries: only then does its `Retry-After` hold the partition back), or nothing
+   * when the request failed. Call it once per ticket.
    */
-  observe(partition: string, fields: RateLimitFields | undefined): void {
-    const p = this.partitions.get(partition);
-    if (!p) return;
-    p.inFlight = Math.max(0, p.inFlight - 1);
-    const q = fields?.tightest;
+  observe(ticket: Ticket, fields: RateLimitFields | undefined, refused = false): void {
+    const p = this.partitions.get(ticket.partition);
+    if (!p || !p.inFlight.delete(ticket.id)) return;
     const now = this.now();
+    const q = fields?.tightest;
     if (q !== undefined) {
-      p.remaining = Math.max(0, q.remaining - p.inFlight);
-      p.resetAt = now + q.resetSeconds * 1000;
+      const reset = q.resetSeconds * 1000;
+      p.remaining = Math.max(0, q.remaining - this.pending(p, now));
+      p.limit = q.limit;
+      // No reset reported (0, or X-RateLimit-* without one): nothing to wait for, only to count.
+      p.resetAt = now + (reset > 0 ? reset : RELEARN_MS);
       p.intervalMs =
         q.limit !== undefined && q.limit > 0 && q.windowSeconds !== undefined
           ? (q.windowSeconds * 1000) / q.limit
-          : (q.resetSeconds * 1000) / (q.remaining + 1);
+          : reset / (q.remaining + 1);
+    } else if (p.learning && (fields !== undefined || refused)) {
+      // An answer without quota fields: nothing to pace by. Learn again in a while rather than
+      // hold every request behind the one before.
+      p.remaining = Infinity;
+      p.resetAt = now + RELEARN_MS;
     }
-    if (fields?.retryAfterMs !== undefined) {
+    if (refused && fields?.retryAfterMs !== undefined) {
       // Nothing leaves before the server said it may: later requests queue behind it.
       p.remaining = 0;
       p.nextAt = Math.max(p.nextAt, now + fields.retryAfterMs);
       p.resetAt = Math.max(p.resetAt, p.nextAt);
     }
     if (p.learning) {
-      // No answer: the next request learns again.
-      if (fields === undefined) this.partitions.delete(partition);
-      else if (q === undefined && fields.retryAfterMs === undefined) {
-        // No quota reported (or no answer): nothing to pace by. Learn again in a while rather
-        // than hold every request behind the one before.
-        p.remaining = Infinity;
-        p.resetAt = now + RELEARN_MS;
-      }
       const learned = p.learned!;
       p.learning = p.learned = undefined;
+      // No answer at all: the next request learns again.
+      if (fields === undefined && !refused) this.partitions.delete(ticket.partition);
       learned();
     }
   }
+
+  /** Requests of `p` still in flight, forgetting those unanswered for too long. */
+  private pending(p: Partition, now: number): number {
+    for (const [id, sentAt] of p.inFlight) if (now - sentAt > STALE_MS) p.inFlight.delete(id);
+    return p.inFlight.size;
+  }
+
+  private open(partition: string): Partition {
+    let learned!: () => void;
+    const learning = new Promise<void>((resolve) => (learned = resolve));
+    const p: Partition = {
+      remaining: 0,
+      limit: undefined,
+      resetAt: Infinity,
+      intervalMs: 0,
+      nextAt: 0,
+      inFlight: new Map(),
+      learning,
+      learned,
+    };
+    this.partitions.delete(partition);
+    this.partitions.set(partition, p);
+    if (this.partitions.size > MAX_PARTITIONS) {
+      const [oldest, dropped] = this.partitions.entries().next().value as [string, Partition];
+      this.partitions.delete(oldest);
+      // Whoever waits on it goes on.
+      dropped.learned?.();
+    }
+    return p;
+  }
 }
 
-/** Resolves after `ms`; rejects with the signal's reason at once when it aborts. */
-export function sleep(ms: number, signal?: AbortSignal | null): Promise<void> {
+/** Resolves after `ms` (any length); rejects with the signal's reason at once when it aborts. */
+export async function sleep(ms: number, signal?: AbortSignal | null): Promise<void> {
+  for (let left = ms; left > 0; left -= MAX_TIMER_MS) {
+    await sleepOnce(Math.min(left, MAX_TIMER_MS), signal);
+  }
+  if (signal?.aborted) throw signal.reason as Error;
+}
+
+function sleepOnce(ms: number, signal?: AbortSignal | null): Promise<void> {
   if (signal?.aborted) return Promise.reject(signal.reason as Error);
   return new Promise((resolve, reject) => {
     const onAbort = () => {
@@ -162,15 +235,28 @@ export function sleep(ms: number, signal?: AbortSignal | null): Promise<void> {
   });
 }
 
-function abortable(promise: Promise<void>, signal?: AbortSignal | null): Promise<void> {
-  if (!signal) return promise;
-  if (signal.aborted) return Promise.reject(signal.reason as Error);
+/** True when `promise` settles within `ms`; false when the time runs out first. */
+function settlesWithin(
+  promise: Promise<void>,
+  ms: number,
+  signal?: AbortSignal | null,
+): Promise<boolean> {
+  if (signal?.aborted) return Promise.reject(signal.reason as Error);
   return new Promise((resolve, reject) => {
-    const onAbort = () => reject(signal.reason as Error);
-    signal.addEventListener('abort', onAbort, { once: true });
-    promise.then(() => {
-      signal.removeEventListener('abort', onAbort);
-      resolve();
-    }, reject);
+    const done = (value: boolean) => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
+      resolve(value);
+    };
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(signal!.reason as Error);
+    };
+    const timer = setTimeout(() => done(false), ms);
+    signal?.addEventListener('abort', onAbort, { once: true });
+    promise.then(
+      () => done(true),
+      () => done(true),
+    );
   });
 }

@@ -32,6 +32,9 @@ export interface RetryOptions {
 
 export type ResolvedRetry = Required<RetryOptions>;
 
+/** The longest `maxWaitMs`: setTimeout's longest delay, 2^31 − 1 ms. */
+const MAX_WAIT_MS = 2_147_483_647;
+
 /**
  * Options with their defaults, checked.
  * @throws {RangeError} when a number is negative, not finite, or `maxAttempts` is below 1
@@ -54,6 +57,11 @@ export function resolveRetry(options: RetryOptions = {}): ResolvedRetry {
       );
     }
   }
+  if (r.maxWaitMs > MAX_WAIT_MS) {
+    throw new RangeError(
+      `rate-limit client: maxWaitMs must be at most ${MAX_WAIT_MS} (24.8 days), got ${r.maxWaitMs}`,
+    );
+  }
   if (!Number.isInteger(r.maxAttempts) || r.maxAttempts < 1) {
     throw new RangeError(
       `rate-limit client: maxAttempts must be an integer >= 1, got ${String(r.maxAttempts)}`,
@@ -74,7 +82,7 @@ export function mayRetry(method: string, hasIdempotencyKey: boolean): boolean {
  * The wait before attempt `attempt + 1` (attempt counts from 1), **ms**: `Retry-After` plus
  * up to `jitterMs` when the response has one (it takes precedence, as
  * draft-ietf-httpapi-ratelimit-headers says), else an exponential backoff with full jitter,
- * at least the quota's reset when the response reports none left.
+ * at least the quota's reset plus up to `jitterMs` when the response reports none left.
  */
 export function retryDelayMs(
   attempt: number,
@@ -87,8 +95,12 @@ export function retryDelayMs(
   const ceiling = Math.min(options.maxDelayMs, options.baseDelayMs * 2 ** (attempt - 1));
   const backoff = Math.floor(options.random() * ceiling);
   const tightest = fields.tightest;
+  // Nothing left until the reset: not before it, and jittered past it like a Retry-After.
   return tightest !== undefined && tightest.remaining === 0
-    ? Math.max(backoff, tightest.resetSeconds * 1000)
+    ? Math.max(
+        backoff,
+        tightest.resetSeconds * 1000 + Math.floor(options.random() * options.jitterMs),
+      )
     : backoff;
 }
 

@@ -1,16 +1,23 @@
 /**
- * The part of RFC 9651 (Structured Field Values for HTTP) the rate-limit fields use: Lists
- * and Dictionaries of Items with Parameters, where an Item is an Integer, a Decimal, a
- * String, a Token, a Byte Sequence (kept as its base64 text) or a Boolean. Inner Lists are
- * not used by any rate-limit draft and fail the parse.
+ * RFC 9651 (Structured Field Values for HTTP) Lists and Dictionaries: members are Items or
+ * Inner Lists with Parameters, and a bare Item is an Integer, a Decimal, a String, a Token, a
+ * Byte Sequence (kept as its base64 text), a Boolean, a Date (`{ date }`, seconds) or a Display
+ * String (`{ display }`).
  *
  * A field that does not parse gives `undefined`, as RFC 9651 §4.2 says a parser must treat
  * it: ignored as a whole, never half read.
  */
-export type BareItem = number | string | boolean | { readonly bytes: string };
+export type BareItem =
+  | number
+  | string
+  | boolean
+  | { readonly bytes: string }
+  | { readonly date: number }
+  | { readonly display: string };
 
 export interface SfItem {
-  readonly value: BareItem;
+  /** An Inner List's value is its items. */
+  readonly value: BareItem | readonly SfItem[];
   readonly params: ReadonlyMap<string, BareItem>;
 }
 
@@ -85,6 +92,21 @@ function parseBareItem(c: Cursor): BareItem | undefined {
     c.i = end + 1;
     return { bytes };
   }
+  if (ch === '@') {
+    c.i++;
+    const date = parseNumber(c);
+    return date !== undefined && Number.isInteger(date) ? { date } : undefined;
+  }
+  if (ch === '%' && c.s[c.i + 1] === '"') {
+    c.i++;
+    const text = parseString(c);
+    if (text === undefined) return undefined;
+    try {
+      return { display: decodeURIComponent(text) };
+    } catch {
+      return undefined;
+    }
+  }
   if (ch === '?') {
     const b = c.s[c.i + 1];
     if (b !== '0' && b !== '1') return undefined;
@@ -117,7 +139,26 @@ function parseParams(c: Cursor): Map<string, BareItem> | undefined {
   return params;
 }
 
-function parseItem(c: Cursor): SfItem | undefined {
+function parseInnerList(c: Cursor): SfItem | undefined {
+  c.i++; // the opening parenthesis
+  const items: SfItem[] = [];
+  for (;;) {
+    c.skipSpaces();
+    if (c.peek() === ')') {
+      c.i++;
+      const params = parseParams(c);
+      return params && { value: items, params };
+    }
+    const item = parseItem(c, false);
+    if (!item) return undefined;
+    items.push(item);
+    const next = c.peek();
+    if (next !== ' ' && next !== ')') return undefined;
+  }
+}
+
+function parseItem(c: Cursor, inner = true): SfItem | undefined {
+  if (inner && c.peek() === '(') return parseInnerList(c);
   const value = parseBareItem(c);
   if (value === undefined) return undefined;
   const params = parseParams(c);
@@ -140,7 +181,7 @@ function members(field: string, member: (c: Cursor) => boolean): boolean {
   }
 }
 
-/** An RFC 9651 List of Items, or `undefined` when the field does not parse as one. */
+/** An RFC 9651 List (Items and Inner Lists), or `undefined` when the field does not parse as one. */
 export function parseList(field: string): SfItem[] | undefined {
   const out: SfItem[] = [];
   const ok = members(field, (c) => {

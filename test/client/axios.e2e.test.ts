@@ -11,11 +11,13 @@ import {
   Injectable,
   Module,
   Post,
+  Put,
   type OnModuleDestroy,
   type OnModuleInit,
 } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import type { INestApplicationContext } from '@nestjs/common';
+import axios from 'axios';
 import { firstValueFrom } from 'rxjs';
 import { RateLimit } from '../../lib/index.js';
 import { RateLimitedError, rateLimitInterceptor } from '../../lib/client/index.js';
@@ -36,6 +38,20 @@ class UpstreamController {
   @Post('orders')
   @RateLimit('1/h')
   order() {
+    return { ok: true };
+  }
+
+  // One a second: a second PUT within the second is refused, and admitted after Retry-After.
+  @Put('profile')
+  @RateLimit('1/s', { algorithm: 'fixed-window' })
+  profile() {
+    answered.push(200);
+    return { saved: true };
+  }
+
+  @Get('hourly')
+  @RateLimit('1/h')
+  hourly() {
     return { ok: true };
   }
 }
@@ -106,5 +122,38 @@ describe.each(PLATFORMS)('rateLimitInterceptor on HttpService, calling a %s app'
     ).catch((e: unknown) => e);
     expect((keyed as RateLimitedError).reason).toBe('wait-too-long');
     expect(performance.now() - started).toBeLessThan(2000);
+  });
+
+  it('a refused PUT is retried below the interceptors: one registered after it sees the answer once', async () => {
+    answered = [];
+    // Registered after rateLimitInterceptor, as an app's own interceptors usually are.
+    const id = client.http.axiosRef.interceptors.response.use((r) => r.data as never);
+    try {
+      const url = `${upstream.url}/upstream/profile`;
+      const first = (await client.http.axiosRef.put(url, { name: 'a' })) as unknown;
+      const second = (await client.http.axiosRef.put(url, { name: 'b' })) as unknown;
+      expect(first).toEqual({ saved: true });
+      expect(second).toEqual({ saved: true });
+      expect(answered).toEqual([200, 200]);
+    } finally {
+      client.http.axiosRef.interceptors.response.eject(id);
+    }
+  });
+
+  it('an abort during the wait rejects at once with Axios own CanceledError', async () => {
+    const url = `${upstream.url}/upstream/hourly`;
+    const http = axios.create();
+    const eject = rateLimitInterceptor(http, { maxWaitMs: 7_200_000, pacing: false });
+    try {
+      await http.get(url);
+      const controller = new AbortController();
+      const started = performance.now();
+      setTimeout(() => controller.abort(), 100);
+      const error = await http.get(url, { signal: controller.signal }).catch((e: unknown) => e);
+      expect(axios.isCancel(error)).toBe(true);
+      expect(performance.now() - started).toBeLessThan(2000);
+    } finally {
+      eject();
+    }
   });
 });

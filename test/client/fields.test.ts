@@ -93,11 +93,29 @@ describe('parseRateLimitFields', () => {
       { RateLimit: '"a";r=-1;t=1' },
       { RateLimit: '"a";r=1;t=1,' },
       { RateLimit: '("a" "b");r=1' },
+      { RateLimit: '"a";r=1;t=@x' },
       { 'X-RateLimit-Remaining': 'lots' },
       { RateLimit: '"\u0001";r=1' },
     ]) {
       expect(parseRateLimitFields(headers).quotas).toEqual([]);
     }
+  });
+
+  it('reads a field holding any RFC 9651 member: Inner Lists, Dates, Display Strings are parsed, not fatal', () => {
+    const fields = parseRateLimitFields({
+      ratelimit: '"a";r=2;t=5;acme-at=@1767225600;acme-note=%"caf%c3%a9"',
+      'ratelimit-policy': '"a";q=10;w=60;acme-tags=?1',
+    });
+    expect(fields.quotas).toEqual([
+      { name: 'a', remaining: 2, resetSeconds: 5, limit: 10, windowSeconds: 60 },
+    ]);
+    // An Inner List as a member is not a policy: the other members still count.
+    expect(
+      parseRateLimitFields({
+        'ratelimit-policy': '("x" "y"), "a";q=4;w=1',
+        ratelimit: '"a";r=1;t=1',
+      }).tightest,
+    ).toEqual({ name: 'a', remaining: 1, resetSeconds: 1, limit: 4, windowSeconds: 1 });
   });
 
   it('joins repeated fields (an array value) into one list', () => {

@@ -1,0 +1,113 @@
+/**
+ * The cooperative client's pacer (issue 24, review findings): what it holds back and for how
+ * long, on Jest's fake clock (Date.now and timers together).
+ */
+import { afterEach, beforeEach, describe, expect, it, jest } from '@jest/globals';
+import { parseRateLimitFields } from '../../lib/client/index.js';
+import { Pacer, type Ticket } from '../../lib/client/pacer.js';
+
+const fields = (headers: Record<string, string>) => parseRateLimitFields(headers);
+/** True when `promise` has settled after the microtasks queued so far. */
+async function settled(promise: Promise<unknown>): Promise<boolean> {
+  let done = false;
+  void promise.then(
+    () => (done = true),
+    () => (done = true),
+  );
+  for (let i = 0; i < 10; i++) await Promise.resolve();
+  return done;
+}
+
+describe('Pacer', () => {
+  beforeEach(() => {
+    jest.useFakeTimers({ now: 1_000_000 });
+  });
+  afterEach(() => {
+    jest.useRealTimers();
+  });
+
+  it('learns a partition from its first answer, then lets a burst through while quota lasts', async () => {
+    const pacer = new Pacer();
+    const first = await pacer.reserve('a', 60_000);
+    const second = pacer.reserve('a', 60_000);
+    expect(await settled(second)).toBe(false);
+    pacer.observe(first, fields({ ratelimit: '"q";r=3;t=1', 'ratelimit-policy': '"q";q=5;w=1' }));
+    expect(await settled(second)).toBe(true);
+    const burst = [pacer.reserve('a', 60_000), pacer.reserve('a', 60_000)];
+    expect(await settled(Promise.all(burst))).toBe(true);
+    // Quota spent (3 sent since the answer said 3): the next leaves one emission interval later.
+    const paced = pacer.reserve('a', 60_000);
+    expect(await settled(paced)).toBe(false);
+    await jest.advanceTimersByTimeAsync(200);
+    expect((await paced).waitedMs).toBe(200);
+  });
+
+  it('without a reported reset (X-RateLimit-* with no -Reset), sends requests at once, not one by one', async () => {
+    const pacer = new Pacer();
+    const first = await pacer.reserve('a', 60_000);
+    pacer.observe(first, fields({ 'x-ratelimit-limit': '5000', 'x-ratelimit-remaining': '4000' }));
+    const many = Array.from({ length: 10 }, () => pacer.reserve('a', 60_000));
+    expect(await settled(Promise.all(many))).toBe(true);
+    expect((await Promise.all(many)).every((t) => t.waitedMs === 0)).toBe(true);
+  });
+
+  it('holds the others at most 2 s behind a first request that never answers, and counts the wait', async () => {
+    const pacer = new Pacer();
+    await pacer.reserve('a', 60_000);
+    const waiting = pacer.reserve('a', 60_000);
+    await jest.advanceTimersByTimeAsync(1999);
+    expect(await settled(waiting)).toBe(false);
+    await jest.advanceTimersByTimeAsync(1);
+    expect((await waiting).waitedMs).toBe(2000);
+  });
+
+  it('never holds a request past its own budget to learn', async () => {
+    const pacer = new Pacer();
+    await pacer.reserve('a', 60_000);
+    const short = pacer.reserve('a', 300);
+    await jest.advanceTimersByTimeAsync(300);
+    expect((await short).waitedMs).toBe(300);
+  });
+
+  it("holds a partition for a refusal's Retry-After, but not for a Retry-After on another status (202)", async () => {
+    const pacer = new Pacer();
+    const accepted = await pacer.reserve('a', 60_000);
+    pacer.observe(accepted, fields({ 'retry-after': '30', ratelimit: '"q";r=9;t=60' }), false);
+    expect(await settled(pacer.reserve('a', 60_000))).toBe(true);
+
+    const refused = await pacer.reserve('b', 60_000);
+    pacer.observe(refused, fields({ 'retry-after': '30', ratelimit: '"q";r=0;t=30' }), true);
+    const next = pacer.reserve('b', 60_000);
+    await jest.advanceTimersByTimeAsync(29_999);
+    expect(await settled(next)).toBe(false);
+    await jest.advanceTimersByTimeAsync(1);
+    expect((await next).waitedMs).toBe(30_000);
+  });
+
+  it('keeps partitions apart: a refusal on one path holds nothing on another', async () => {
+    const pacer = new Pacer();
+    const login = await pacer.reserve('http://api/login', 60_000);
+    pacer.observe(login, fields({ 'retry-after': '12', ratelimit: '"d";r=0;t=12' }), true);
+    expect(await settled(pacer.reserve('http://api/orders', 60_000))).toBe(true);
+  });
+
+  it('keeps at most 1000 partitions, the least recently used going first', async () => {
+    const pacer = new Pacer();
+    const tickets: Ticket[] = [];
+    for (let i = 0; i < 1001; i++) tickets.push(await pacer.reserve(`p${i}`, 60_000));
+    expect(pacer.size).toBe(1000);
+  });
+
+  it('gives an aborted wait its place back: the next request goes when the aborted one would have', async () => {
+    const pacer = new Pacer();
+    const first = await pacer.reserve('a', 60_000);
+    pacer.observe(first, fields({ ratelimit: '"q";r=0;t=1', 'ratelimit-policy': '"q";q=5;w=1' }));
+    const controller = new AbortController();
+    const aborted = pacer.reserve('a', 60_000, controller.signal);
+    controller.abort(new Error('gone'));
+    await expect(aborted).rejects.toThrow('gone');
+    const next = pacer.reserve('a', 60_000);
+    await jest.advanceTimersByTimeAsync(200);
+    expect((await next).waitedMs).toBe(200);
+  });
+});
