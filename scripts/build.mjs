@@ -33,3 +33,8 @@ write('esm/index.js', `${note}export * from '../cjs/index.js';\n`);
 write('esm/index.d.ts', `${note}export * from '../cjs/index.js';\n`);
 write('esm/client/index.js', `${note}export * from '../../cjs/client/index.js';\n`);
 write('esm/client/index.d.ts', `${note}export * from '../../cjs/client/index.js';\n`);
+write('esm/client/axios-adapter.js', `${note}export * from '../../cjs/client/axios-adapter.js';\n`);
+write(
+  'esm/client/axios-adapter.d.ts',
+  `${note}export * from '../../cjs/client/axios-adapter.js';\n`,
+);

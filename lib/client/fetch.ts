@@ -98,18 +98,62 @@ export function rateLimitedFetch(
   return createRateLimitedFetch({ ...options, pacing: false })(input, init);
 }
 
+/**
+ * A URL for choosing a partition: absolute, or relative to the page in a browser; anything
+ * else (a relative URL a custom `fetch` resolves itself) stands for itself under `http://local`.
+ */
+export function partitionUrl(url: string): URL {
+  const base = (globalThis as { location?: { href?: string } }).location?.href;
+  try {
+    return new URL(url, base);
+  } catch {
+    return new URL(`http://local/${encodeURIComponent(url)}`);
+  }
+}
+
+/**
+ * A body read once: a web stream, a Node stream or another async iterable. Strings, buffers,
+ * Blobs, FormData and URLSearchParams can be sent again.
+ */
+export function isStream(body: unknown): boolean {
+  if (typeof body !== 'object' || body === null) return false;
+  const b = body as { getReader?: unknown; pipe?: unknown; [Symbol.asyncIterator]?: unknown };
+  return (
+    typeof b.getReader === 'function' ||
+    typeof b.pipe === 'function' ||
+    typeof b[Symbol.asyncIterator] === 'function'
+  );
+}
+
+interface RequestLike {
+  readonly url: string;
+  readonly method: string;
+  readonly headers: Headers;
+  readonly signal?: AbortSignal | null;
+  clone(): RequestLike;
+}
+
+/** A `Request`, also one of another fetch implementation or realm. */
+function requestOf(input: FetchInput): RequestLike | undefined {
+  const r = input as unknown as Partial<RequestLike>;
+  return typeof input === 'object' &&
+    input !== null &&
+    !(input instanceof URL) &&
+    typeof r.url === 'string' &&
+    typeof r.clone === 'function'
+    ? (r as RequestLike)
+    : undefined;
+}
+
 /** The request's URL, method, headers and signal, read without consuming its body. */
 function describe(input: FetchInput, init: RequestInit | undefined) {
-  const request = input instanceof Request ? input : undefined;
-  const base = (globalThis as { location?: { href?: string } }).location?.href;
-  const url = new URL(request ? request.url : String(input), base);
+  const request = requestOf(input);
+  const url = request ? request.url : String(input);
   const method = (init?.method ?? request?.method ?? 'GET').toUpperCase();
   const headers = new Headers(init?.headers ?? request?.headers);
-  const signal = init?.signal ?? request?.signal;
+  const signal = init?.signal ?? request?.signal ?? undefined;
   // A stream in `init` is read once: such a request is sent once. (A Request input is cloned.)
-  const body = init?.body as { getReader?: unknown } | null | undefined;
-  const stream = typeof body === 'object' && body !== null && typeof body.getReader === 'function';
-  return { url, method, headers, signal, stream };
+  return { request, url, method, headers, signal, stream: isStream(init?.body) };
 }
 
 async function run(
@@ -121,8 +165,8 @@ async function run(
   input: FetchInput,
   init: RequestInit | undefined,
 ): Promise<Response> {
-  const { url, method, headers, signal, stream } = describe(input, init);
-  const partition = pacer ? partitionOf({ url, method, headers }) : '';
+  const { request, url, method, headers, signal, stream } = describe(input, init);
+  const partition = pacer ? partitionOf({ url: partitionUrl(url), method, headers }) : '';
   const retriable = !stream && mayRetry(method, headers.has(retry.idempotencyKeyHeader));
   let waited = 0;
   for (let attempt = 1; ; attempt++) {
@@ -132,8 +176,8 @@ async function run(
     let fields: RateLimitFields | undefined;
     try {
       // A Request's body is read once: a clone per attempt but the last.
-      const again = attempt < retry.maxAttempts && retriable && input instanceof Request;
-      response = await send(again ? (input as Request).clone() : input, init);
+      const again = attempt < retry.maxAttempts && retriable && request !== undefined;
+      response = await send(again ? (request!.clone() as unknown as Request) : input, init);
       fields = parseRateLimitFields(response.headers);
     } finally {
       if (ticket) pacer!.observe(ticket, fields, retry.statuses.includes(response?.status ?? 0));
@@ -148,7 +192,7 @@ async function run(
     if (waited + delayMs > retry.maxWaitMs) {
       throw new RateLimitedError(response, response.status, attempt, 'wait-too-long', delayMs);
     }
-    onRetry?.({ attempt, status: response.status, delayMs, url: url.href, fields });
+    onRetry?.({ attempt, status: response.status, delayMs, url, fields });
     // The refused response's body is not wanted: free its connection.
     await response.body?.cancel().catch(() => undefined);
     await sleep(delayMs, signal);

@@ -1,6 +1,7 @@
 /**
  * `nest-rate-limit/client`: the cooperative client (DESIGN §13). No Nest, Redis or Node-only
- * import: it runs on Node's `fetch` and in browsers.
+ * import: it runs on Node's `fetch` and in browsers. The Axios interceptor is
+ * `nest-rate-limit/client/axios` (it imports Axios).
  */
 export {
   headerValue,
@@ -22,10 +23,5 @@ export {
   type RateLimitedFetchOptions,
   type RetryEvent,
 } from './fetch.js';
-export {
-  rateLimitInterceptor,
-  type AxiosLikeInstance,
-  type RateLimitInterceptorOptions,
-} from './axios.js';
 export type { PacingOptions } from './pacer.js';
 export { RateLimitedError, type GiveUpReason, type RetryOptions } from './retry.js';

@@ -24,11 +24,9 @@ const MAX_TIMER_MS = 2_147_483_647;
 interface Partition {
   /** Quota left as last reported, less what was sent since; Infinity when none was reported. */
   remaining: number;
-  /** The quota of the tightest policy, when reported: what is there again once it resets. */
-  limit: number | undefined;
   /** When the quota is restored (or the partition is learnt again), ms on the client's clock. */
   resetAt: number;
-  /** The spacing once low: the policy's emission interval (w / q), else reset / remaining, ms. */
+  /** The policy's emission interval (w / q), the least spacing once low, ms (0: unknown). */
   intervalMs: number;
   /** The earliest the next paced request may leave, ms. */
   nextAt: number;
@@ -74,6 +72,11 @@ export class Pacer {
     return this.partitions.size;
   }
 
+  /** Whether `partition` is held (for tests). */
+  holds(partition: string): boolean {
+    return this.partitions.has(partition);
+  }
+
   /**
    * Reserves a send in `partition`: resolves once the request may leave (at once unless the
    * quota is low). While nothing is known of a partition, the first request goes alone and the
@@ -92,14 +95,9 @@ export class Pacer {
     }
     const now = this.now();
     p = this.partitions.get(partition);
-    if (p && now >= p.resetAt) {
-      // The quota is restored: all of it when its size is known, else learn it again.
-      if (p.limit === undefined || p.learning) p = undefined;
-      else {
-        p.remaining = Math.max(0, p.limit - this.pending(p, now));
-        p.resetAt = now + RELEARN_MS;
-      }
-    }
+    // Past the reset, some quota is back, but how much only the server knows (the drafts: a
+    // client MUST NOT assume it is all restored): learn it again from one request.
+    if (p && now >= p.resetAt && !p.learning) p = undefined;
     const id = ++this.tickets;
     if (!p) {
       p = this.open(partition);
@@ -112,14 +110,15 @@ export class Pacer {
     let wait = 0;
     const before = p.nextAt;
     if (p.remaining <= this.lowWater) {
-      const sendAt = Math.max(
-        now,
-        p.nextAt,
-        p.remaining > 0 ? now : now + Math.min(p.intervalMs, p.resetAt - now),
-      );
+      // None left: nothing is sure to come back before the reset (a window's quota does not),
+      // so the next request waits for it. A few left: spread over the time until the reset, and
+      // never closer than the policy's emission interval.
+      const sendAt =
+        p.remaining === 0 ? Math.max(now, p.nextAt, p.resetAt) : Math.max(now, p.nextAt);
       if (sendAt - now <= maxMs - (now - started)) {
         wait = sendAt - now;
-        p.nextAt = sendAt + p.intervalMs;
+        const spread = p.remaining > 0 ? (p.resetAt - sendAt) / (p.remaining + 1) : 0;
+        p.nextAt = sendAt + Math.max(p.intervalMs, spread);
       }
     }
     const queued = p.nextAt;
@@ -153,13 +152,12 @@ export class Pacer {
     if (q !== undefined) {
       const reset = q.resetSeconds * 1000;
       p.remaining = Math.max(0, q.remaining - this.pending(p, now));
-      p.limit = q.limit;
       // No reset reported (0, or X-RateLimit-* without one): nothing to wait for, only to count.
       p.resetAt = now + (reset > 0 ? reset : RELEARN_MS);
       p.intervalMs =
         q.limit !== undefined && q.limit > 0 && q.windowSeconds !== undefined
           ? (q.windowSeconds * 1000) / q.limit
-          : reset / (q.remaining + 1);
+          : 0;
     } else if (p.learning && (fields !== undefined || refused)) {
       // An answer without quota fields: nothing to pace by. Learn again in a while rather than
       // hold every request behind the one before.
@@ -192,7 +190,6 @@ export class Pacer {
     const learning = new Promise<void>((resolve) => (learned = resolve));
     const p: Partition = {
       remaining: 0,
-      limit: undefined,
       resetAt: Infinity,
       intervalMs: 0,
       nextAt: 0,

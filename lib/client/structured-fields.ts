@@ -80,6 +80,36 @@ function parseString(c: Cursor): string | undefined {
   return undefined;
 }
 
+/**
+ * A Display String after its `%"` (RFC 9651 §4.2.10): printable ASCII, and `%` with two
+ * lower-case hex digits for each byte of UTF-8 beyond; no backslash escapes.
+ */
+function parseDisplayString(c: Cursor): string | undefined {
+  const bytes: number[] = [];
+  while (!c.done) {
+    const ch = c.s[c.i++]!;
+    const code = ch.charCodeAt(0);
+    if (ch === '"') {
+      try {
+        return new TextDecoder('utf-8', { fatal: true }).decode(new Uint8Array(bytes));
+      } catch {
+        return undefined;
+      }
+    }
+    if (ch === '%') {
+      const hex = c.s.slice(c.i, c.i + 2);
+      if (!/^[0-9a-f]{2}$/.test(hex)) return undefined;
+      bytes.push(parseInt(hex, 16));
+      c.i += 2;
+    } else if (code >= 0x20 && code <= 0x7e) {
+      bytes.push(code);
+    } else {
+      return undefined;
+    }
+  }
+  return undefined;
+}
+
 function parseBareItem(c: Cursor): BareItem | undefined {
   const ch = c.peek();
   if (ch === '"') return parseString(c);
@@ -98,14 +128,9 @@ function parseBareItem(c: Cursor): BareItem | undefined {
     return date !== undefined && Number.isInteger(date) ? { date } : undefined;
   }
   if (ch === '%' && c.s[c.i + 1] === '"') {
-    c.i++;
-    const text = parseString(c);
-    if (text === undefined) return undefined;
-    try {
-      return { display: decodeURIComponent(text) };
-    } catch {
-      return undefined;
-    }
+    c.i += 2;
+    const display = parseDisplayString(c);
+    return display === undefined ? undefined : { display };
   }
   if (ch === '?') {
     const b = c.s[c.i + 1];

@@ -124,20 +124,20 @@ export function draft11Headers(
 }
 
 /**
- * `RateLimit-Policy` of drafts 6 and 7: `q;w=` per policy, without names. Two items may not
- * have the same quota (draft 7 §3.5): the first of each quota is kept, the expiring one first.
+ * `RateLimit-Policy` of drafts 6 and 7: `q;w=` per policy, without names. `w` is required
+ * there (draft 7 §2.1), so a concurrency limit or a period of a fraction of a second is left
+ * out; and two items may not have the same quota (§3.5): the first of each is kept, the
+ * expiring one first. Undefined when none is left.
  */
-function plainPolicies(policies: readonly HeaderPolicy[], first: HeaderPolicy): string {
+function plainPolicies(policies: readonly HeaderPolicy[], first: HeaderPolicy): string | undefined {
   const seen = new Set<number>();
   let out = '';
   for (const p of [first, ...policies]) {
-    if (seen.has(p.limit)) continue;
+    if (p.quotaUnit !== undefined || p.periodMs % 1000 !== 0 || seen.has(p.limit)) continue;
     seen.add(p.limit);
-    const window =
-      p.quotaUnit === undefined && p.periodMs % 1000 === 0 ? `;w=${p.periodMs / 1000}` : '';
-    out += `${out === '' ? '' : ', '}${p.limit}${window}`;
+    out += `${out === '' ? '' : ', '}${p.limit};w=${p.periodMs / 1000}`;
   }
-  return out;
+  return out === '' ? undefined : out;
 }
 
 /**
@@ -150,7 +150,8 @@ export function draft6Headers(
 ): Record<string, string> {
   const p = expiringPolicy(policies);
   if (!p) return out;
-  out['RateLimit-Policy'] = plainPolicies(policies, p);
+  const items = plainPolicies(policies, p);
+  if (items !== undefined) out['RateLimit-Policy'] = items;
   out['RateLimit-Limit'] = String(p.limit);
   out['RateLimit-Remaining'] = String(shownRemaining(p));
   out['RateLimit-Reset'] = String(shownResetS(p));
@@ -167,12 +168,19 @@ export function draft7Headers(
 ): Record<string, string> {
   const p = expiringPolicy(policies);
   if (!p) return out;
-  out['RateLimit-Policy'] = plainPolicies(policies, p);
+  const items = plainPolicies(policies, p);
+  if (items !== undefined) out['RateLimit-Policy'] = items;
   out.RateLimit = `limit=${p.limit}, remaining=${shownRemaining(p)}, reset=${shownResetS(p)}`;
   return out;
 }
 
-/** Each draft's fields. Drafts 8 and 10 have the same syntax and meaning (9 too). */
+/**
+ * Each draft's fields. Drafts 8 to 10 have the same syntax; draft 8's `t` is the time until the
+ * quota resets, draft 10's "until additional quota is made available". Both are sent as the
+ * time until the state is full again (as this module always has): draft 10's exact value for a
+ * window, and never shorter than it for a token bucket or GCRA, so a client waiting `t` is not
+ * refused for waiting too little. `'draft-11'` gives the next unit's time.
+ */
 export const STANDARD_HEADERS: Readonly<Record<StandardDraft, DraftHeaders>> = {
   'draft-6': draft6Headers,
   'draft-7': draft7Headers,

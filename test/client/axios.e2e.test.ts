@@ -3,6 +3,7 @@
  * `@nestjs/axios`'s HttpService, another Nest app that limits it (Express and Fastify).
  */
 import 'reflect-metadata';
+import type { IncomingMessage, Server } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { HttpModule, HttpService } from '@nestjs/axios';
 import {
@@ -20,11 +21,16 @@ import type { INestApplicationContext } from '@nestjs/common';
 import axios from 'axios';
 import { firstValueFrom } from 'rxjs';
 import { RateLimit } from '../../lib/index.js';
-import { RateLimitedError, rateLimitInterceptor } from '../../lib/client/index.js';
+import { RateLimitedError, type RetryEvent } from '../../lib/client/index.js';
+import { rateLimitInterceptor } from '../../lib/client/axios-adapter.js';
 import { createApp, PLATFORMS, type AppHandle } from '../e2e/support/app.js';
 
 /** What the upstream answered, by status: the 429s it sent are counted there. */
 let answered: number[] = [];
+/** Every retry the caller's client announced. */
+const retries: RetryEvent[] = [];
+/** Requests that reached the `hourly` route, refused ones included (a middleware counts them). */
+let hourlyHits = 0;
 
 @Controller('upstream')
 class UpstreamController {
@@ -41,9 +47,9 @@ class UpstreamController {
     return { ok: true };
   }
 
-  // One a second: a second PUT within the second is refused, and admitted after Retry-After.
+  // One per 2 s: a second PUT right after the first is refused, and admitted after Retry-After.
   @Put('profile')
-  @RateLimit('1/s', { algorithm: 'fixed-window' })
+  @RateLimit('1/2s', { algorithm: 'fixed-window' })
   profile() {
     answered.push(200);
     return { saved: true };
@@ -62,7 +68,11 @@ class UpstreamClient implements OnModuleInit, OnModuleDestroy {
   private eject?: () => void;
   constructor(readonly http: HttpService) {}
   onModuleInit() {
-    this.eject = rateLimitInterceptor(this.http.axiosRef, { maxWaitMs: 10_000, jitterMs: 100 });
+    this.eject = rateLimitInterceptor(this.http.axiosRef, {
+      maxWaitMs: 10_000,
+      jitterMs: 100,
+      onRetry: (e) => retries.push(e),
+    });
   }
   onModuleDestroy() {
     this.eject?.();
@@ -79,6 +89,10 @@ describe.each(PLATFORMS)('rateLimitInterceptor on HttpService, calling a %s app'
   let client: UpstreamClient;
   beforeAll(async () => {
     upstream = await createApp(platform, { store: 'memory' }, [UpstreamController]);
+    // Every request the server receives, before any guard: refused ones count too.
+    (upstream.app.getHttpServer() as Server).on('request', (req: IncomingMessage) => {
+      if (req.url?.startsWith('/upstream/hourly')) hourlyHits++;
+    });
     caller = await NestFactory.createApplicationContext(CallerModule, { logger: false });
     client = caller.get(UpstreamClient);
   });
@@ -126,18 +140,52 @@ describe.each(PLATFORMS)('rateLimitInterceptor on HttpService, calling a %s app'
 
   it('a refused PUT is retried below the interceptors: one registered after it sees the answer once', async () => {
     answered = [];
+    const seen: RetryEvent[] = [];
+    const http = axios.create();
+    // Pacing off, so that the second PUT meets the refusal instead of waiting it out.
+    const eject = rateLimitInterceptor(http, {
+      pacing: false,
+      jitterMs: 100,
+      onRetry: (e) => seen.push(e),
+    });
     // Registered after rateLimitInterceptor, as an app's own interceptors usually are.
-    const id = client.http.axiosRef.interceptors.response.use((r) => r.data as never);
+    http.interceptors.response.use((r) => r.data as never);
     try {
       const url = `${upstream.url}/upstream/profile`;
-      const first = (await client.http.axiosRef.put(url, { name: 'a' })) as unknown;
-      const second = (await client.http.axiosRef.put(url, { name: 'b' })) as unknown;
+      const first = (await http.put(url, { name: 'a' })) as unknown;
+      const second = (await http.put(url, { name: 'b' })) as unknown;
       expect(first).toEqual({ saved: true });
       expect(second).toEqual({ saved: true });
       expect(answered).toEqual([200, 200]);
+      // The second was refused once and sent again.
+      expect(seen.map((r) => [r.status, r.url.endsWith('/upstream/profile')])).toEqual([
+        [429, true],
+      ]);
     } finally {
-      client.http.axiosRef.interceptors.response.eject(id);
+      eject();
     }
+  });
+
+  it('installed twice, or on an instance made from one that has it, replaces rather than stacks', async () => {
+    const url = `${upstream.url}/upstream/five`;
+    const http = axios.create();
+    const ejectFirst = rateLimitInterceptor(http);
+    const ejectSecond = rateLimitInterceptor(http);
+    expect((await http.get(url)).status).toBe(200);
+    // The global instance, then one made from it with create(): it inherits the wrapper.
+    const ejectGlobal = rateLimitInterceptor(axios);
+    try {
+      const child = axios.create();
+      const ejectChild = rateLimitInterceptor(child);
+      expect((await child.get(url)).status).toBe(200);
+      ejectChild();
+    } finally {
+      ejectGlobal();
+    }
+    ejectFirst();
+    ejectSecond();
+    expect(typeof http.defaults.adapter).not.toBe('function');
+    expect(typeof axios.defaults.adapter).not.toBe('function');
   });
 
   it('an abort during the wait rejects at once with Axios own CanceledError', async () => {
@@ -146,12 +194,15 @@ describe.each(PLATFORMS)('rateLimitInterceptor on HttpService, calling a %s app'
     const eject = rateLimitInterceptor(http, { maxWaitMs: 7_200_000, pacing: false });
     try {
       await http.get(url);
+      hourlyHits = 0;
       const controller = new AbortController();
       const started = performance.now();
       setTimeout(() => controller.abort(), 100);
       const error = await http.get(url, { signal: controller.signal }).catch((e: unknown) => e);
       expect(axios.isCancel(error)).toBe(true);
       expect(performance.now() - started).toBeLessThan(2000);
+      // Refused once, then the wait was aborted: nothing was sent again.
+      expect(hourlyHits).toBe(1);
     } finally {
       eject();
     }

@@ -94,6 +94,8 @@ describe('parseRateLimitFields', () => {
       { RateLimit: '"a";r=1;t=1,' },
       { RateLimit: '("a" "b");r=1' },
       { RateLimit: '"a";r=1;t=@x' },
+      // Upper-case hex is not a Display String (RFC 9651 §4.2.10).
+      { RateLimit: '"a";r=1;note=%"caf%C3%A9"' },
       { 'X-RateLimit-Remaining': 'lots' },
       { RateLimit: '"\u0001";r=1' },
     ]) {
@@ -103,7 +105,7 @@ describe('parseRateLimitFields', () => {
 
   it('reads a field holding any RFC 9651 member: Inner Lists, Dates, Display Strings are parsed, not fatal', () => {
     const fields = parseRateLimitFields({
-      ratelimit: '"a";r=2;t=5;acme-at=@1767225600;acme-note=%"caf%c3%a9"',
+      ratelimit: '"a";r=2;t=5;acme-at=@1767225600;acme-note=%"caf%c3%a9 x\\y"',
       'ratelimit-policy': '"a";q=10;w=60;acme-tags=?1',
     });
     expect(fields.quotas).toEqual([

@@ -35,11 +35,46 @@ describe('Pacer', () => {
     expect(await settled(second)).toBe(true);
     const burst = [pacer.reserve('a', 60_000), pacer.reserve('a', 60_000)];
     expect(await settled(Promise.all(burst))).toBe(true);
-    // Quota spent (3 sent since the answer said 3): the next leaves one emission interval later.
-    const paced = pacer.reserve('a', 60_000);
-    expect(await settled(paced)).toBe(false);
-    await jest.advanceTimersByTimeAsync(200);
-    expect((await paced).waitedMs).toBe(200);
+    // Quota spent (3 sent since the answer said 3): nothing is sure to be back before the reset
+    // (t=1), so the next leaves then, and the one after it an emission interval (200 ms) later.
+    const paced = [pacer.reserve('a', 60_000), pacer.reserve('a', 60_000)];
+    await jest.advanceTimersByTimeAsync(999);
+    expect(await settled(paced[0]!)).toBe(false);
+    await jest.advanceTimersByTimeAsync(201);
+    expect((await Promise.all(paced)).map((t) => t.waitedMs)).toEqual([1000, 1200]);
+  });
+
+  it('with none left in a fixed window, waits for its reset rather than an emission interval', async () => {
+    const pacer = new Pacer();
+    const first = await pacer.reserve('a', 60_000);
+    // 5 per 2 s, spent: an emission interval (400 ms) later the window would still refuse.
+    pacer.observe(first, fields({ ratelimit: '"w";r=0;t=2', 'ratelimit-policy': '"w";q=5;w=2' }));
+    const next = pacer.reserve('a', 60_000);
+    await jest.advanceTimersByTimeAsync(1999);
+    expect(await settled(next)).toBe(false);
+    await jest.advanceTimersByTimeAsync(1);
+    expect((await next).waitedMs).toBe(2000);
+  });
+
+  it('past a reset, does not take the quota as full again: one request learns it first', async () => {
+    const pacer = new Pacer();
+    const first = await pacer.reserve('a', 60_000);
+    pacer.observe(
+      first,
+      fields({ ratelimit: '"b";r=0;t=36', 'ratelimit-policy': '"b";q=100;w=3600' }),
+    );
+    await jest.advanceTimersByTimeAsync(40_000);
+    const probe = await pacer.reserve('a', 60_000);
+    const burst = pacer.reserve('a', 60_000);
+    expect(await settled(burst)).toBe(false);
+    pacer.observe(
+      probe,
+      fields({ ratelimit: '"b";r=0;t=36', 'ratelimit-policy': '"b";q=100;w=3600' }),
+    );
+    // The answer says none is left: the burst waits for the next reset.
+    expect(await settled(burst)).toBe(false);
+    await jest.advanceTimersByTimeAsync(36_000);
+    expect((await burst).waitedMs).toBe(36_000);
   });
 
   it('without a reported reset (X-RateLimit-* with no -Reset), sends requests at once, not one by one', async () => {
@@ -94,8 +129,15 @@ describe('Pacer', () => {
   it('keeps at most 1000 partitions, the least recently used going first', async () => {
     const pacer = new Pacer();
     const tickets: Ticket[] = [];
-    for (let i = 0; i < 1001; i++) tickets.push(await pacer.reserve(`p${i}`, 60_000));
+    for (let i = 0; i < 1000; i++) tickets.push(await pacer.reserve(`p${i}`, 60_000));
+    // p0 used again: p1 is now the least recently used.
+    pacer.observe(tickets[0]!, fields({ ratelimit: '"q";r=9;t=60' }));
+    await pacer.reserve('p0', 60_000);
+    await pacer.reserve('p1000', 60_000);
     expect(pacer.size).toBe(1000);
+    expect(pacer.holds('p0')).toBe(true);
+    expect(pacer.holds('p1')).toBe(false);
+    expect(pacer.holds('p1000')).toBe(true);
   });
 
   it('gives an aborted wait its place back: the next request goes when the aborted one would have', async () => {
@@ -107,7 +149,7 @@ describe('Pacer', () => {
     controller.abort(new Error('gone'));
     await expect(aborted).rejects.toThrow('gone');
     const next = pacer.reserve('a', 60_000);
-    await jest.advanceTimersByTimeAsync(200);
-    expect((await next).waitedMs).toBe(200);
+    await jest.advanceTimersByTimeAsync(1000);
+    expect((await next).waitedMs).toBe(1000);
   });
 });

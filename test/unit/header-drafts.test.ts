@@ -68,6 +68,22 @@ describe('draft 7: RateLimit dictionary and RateLimit-Policy', () => {
     expect(headers.RateLimit).toBe('limit=10, remaining=1, reset=54');
   });
 
+  it('lists only rates with a whole-second window in RateLimit-Policy (w is required there)', () => {
+    const slots = {
+      ...refused('concurrent', 5, 30_000, 0, 1000),
+      quotaUnit: 'concurrent-requests' as const,
+    };
+    const headers = draft7Headers([
+      slots,
+      admitted('rate', 5, 60_000, 3, 24_000),
+      admitted('fast', 10, 500, 9, 50),
+    ]);
+    // The refusing concurrency limit is the expiring one, but has no window to list.
+    expect(headers.RateLimit).toBe('limit=5, remaining=0, reset=1');
+    expect(headers['RateLimit-Policy']).toBe('5;w=60');
+    expect(draft6Headers([admitted('fast', 10, 500, 9, 50)])['RateLimit-Policy']).toBeUndefined();
+  });
+
   it('on a refusal, reset is the wait: "the same point in time as the Retry-After field value" (§4)', () => {
     expect(draft7Headers([refused('default', 5, 60_000, 0, 11_500)]).RateLimit).toBe(
       'limit=5, remaining=0, reset=12',

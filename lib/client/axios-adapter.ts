@@ -1,5 +1,12 @@
+import axiosModule from 'axios';
 import { headerValue, parseRateLimitFields, type HeadersLike } from './fields.js';
-import { byOriginAndPath, type PartitionOf, type RetryEvent } from './fetch.js';
+import {
+  byOriginAndPath,
+  isStream,
+  partitionUrl,
+  type PartitionOf,
+  type RetryEvent,
+} from './fetch.js';
 import { Pacer, sleep, type PacingOptions, type Ticket } from './pacer.js';
 import {
   mayRetry,
@@ -15,6 +22,11 @@ import {
  */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Open = any;
+
+/**
+ * `nest-rate-limit/client/axios`: the cooperative client's rules on an Axios instance. Its own
+ * entry, since it imports Axios, which `nest-rate-limit/client` must not need.
+ */
 
 /** The parts of an Axios instance this uses: `axios`, `axios.create()`, `HttpService.axiosRef`. */
 export interface AxiosLikeInstance {
@@ -40,27 +52,37 @@ interface AxiosLikeResponse {
 type Adapter = (config: AxiosLikeConfig) => Promise<AxiosLikeResponse>;
 
 export interface RateLimitInterceptorOptions extends RetryOptions {
-  /** As for {@link createRateLimitedFetch}: per partition, shared by the instance. `false`: off. */
+  /** As for `createRateLimitedFetch`: per partition, shared by the instance. `false`: off. */
   pacing?: PacingOptions | false;
   /** Which requests share pacing. Default: the same origin and path. */
   partition?: PartitionOf;
   onRetry?: (event: RetryEvent) => void;
 }
 
-/** The adapter an Axios config names (a function, or names such as `['xhr', 'http', 'fetch']`). */
-async function resolveAdapter(named: Open): Promise<Adapter> {
-  if (typeof named === 'function') return named as Adapter;
-  // Names are resolved by Axios itself: the application has it, since it hands us an instance.
-  const axios = (await import('axios')).default as { getAdapter(named: Open): Adapter };
-  return axios.getAdapter(named);
+/**
+ * What this needs of Axios itself (>= 1.5): resolving a named adapter (`['xhr', 'http',
+ * 'fetch']`, the default) to its function, and Axios's own cancellation error.
+ */
+const axiosApi = axiosModule as unknown as {
+  getAdapter(named: Open): Adapter;
+  CanceledError: new (message?: string, code?: string, config?: Open) => Error;
+};
+
+/** Marks an adapter made here, with the adapter it stands in front of. */
+const WRAPPED = Symbol.for('nest-rate-limit.client.axios');
+type Wrapper = Adapter & { [WRAPPED]?: Open };
+
+/** The adapter to call: a config's own, unless it is one of ours (then the one below it). */
+function adapterBelow(named: Open, below: Open): Adapter {
+  const chosen = named === undefined || (named as Wrapper)[WRAPPED] !== undefined ? below : named;
+  return typeof chosen === 'function' ? (chosen as Adapter) : axiosApi.getAdapter(chosen);
 }
 
 /** The URL Axios will call: `url` on `baseURL` unless absolute (as Axios's buildFullPath). */
-function urlOf(config: AxiosLikeConfig): URL {
+function urlOf(config: AxiosLikeConfig): string {
   const url = config.url ?? '';
-  const base = (globalThis as { location?: { href?: string } }).location?.href;
-  if (/^[a-z][a-z\d+\-.]*:\/\//i.test(url) || !config.baseURL) return new URL(url, base);
-  return new URL(`${config.baseURL.replace(/\/+$/, '')}/${url.replace(/^\/+/, '')}`, base);
+  if (/^([a-z][a-z\d+\-.]*:)?\/\//i.test(url) || !config.baseURL) return url;
+  return `${config.baseURL.replace(/\/+$/, '')}/${url.replace(/^\/+/, '')}`;
 }
 
 function signalOf(config: AxiosLikeConfig): AbortSignal | undefined {
@@ -68,26 +90,21 @@ function signalOf(config: AxiosLikeConfig): AbortSignal | undefined {
   return s && typeof s.addEventListener === 'function' ? s : undefined;
 }
 
-/** A body read once (a Node stream, a web stream): such a request is sent once. */
-function isStream(data: unknown): boolean {
-  if (typeof data !== 'object' || data === null) return false;
-  const d = data as { pipe?: unknown; getReader?: unknown };
-  return typeof d.pipe === 'function' || typeof d.getReader === 'function';
-}
-
 /**
  * Adds the cooperative client's rules to an Axios instance (`HttpService.axiosRef` of
  * `@nestjs/axios`, `axios`, or `axios.create()`): pacing before the wall, and on 429/503 a
  * retry after `Retry-After` (or a jittered backoff), with the same options and bounds as
- * {@link createRateLimitedFetch}. A non-idempotent request is sent again only with the
- * idempotency key header.
+ * `createRateLimitedFetch`. A non-idempotent request is sent again only with the idempotency
+ * key header, a request with a stream body never.
  *
  * It wraps the instance's adapter, below Axios's interceptors: they see each request once,
  * however many attempts it took. A request that sets an adapter of its own bypasses it.
- * When it gives up, the request rejects with a {@link RateLimitedError} whose `response` is the
- * last Axios response. Other errors pass through unchanged; an abort during a wait rejects with
- * Axios's own `CanceledError`.
- * @returns a function that puts the instance's adapter back
+ * Installing it again on the same instance (or on one made from it with `create()`) replaces
+ * the one before. When it gives up, the request rejects with a {@link RateLimitedError} whose
+ * `response` is the last Axios response. Other errors pass through unchanged; an abort during a
+ * wait rejects with Axios's own `CanceledError`, the request not sent again. A status the
+ * instance's `validateStatus` accepts is returned (and paced by), not retried.
+ * @returns a function that puts the instance's adapter back (when this one is still in place)
  * @throws {RangeError} for an invalid option
  */
 export function rateLimitInterceptor(
@@ -97,35 +114,36 @@ export function rateLimitInterceptor(
   const retry = resolveRetry(options);
   const pacer = options.pacing === false ? undefined : new Pacer(options.pacing);
   const partitionOf = options.partition ?? byOriginAndPath;
-  const original: Open = axios.defaults.adapter;
+  const current: Open = axios.defaults.adapter;
+  // Installed again (or on an instance made from one that has it): this one takes its place.
+  const original: Open = (current as Wrapper | undefined)?.[WRAPPED] ?? current;
 
-  const limited: Adapter = async (config) => {
-    const adapter = await resolveAdapter(
-      config.adapter === limited || config.adapter === undefined ? original : config.adapter,
-    );
+  const limited: Wrapper = async (config) => {
+    const adapter = adapterBelow(config.adapter, original);
     const signal = signalOf(config);
     const url = urlOf(config);
     const method = (config.method ?? 'get').toUpperCase();
     const headers = (config.headers ?? {}) as HeadersLike;
-    const partition = pacer ? partitionOf({ url, method, headers }) : '';
+    const partition = pacer ? partitionOf({ url: partitionUrl(url), method, headers }) : '';
     const keyed = headerValue(headers, retry.idempotencyKeyHeader) !== undefined;
     const retriable = !isStream(config.data) && mayRetry(method, keyed);
-    // An abort while we wait: Axios's adapter rejects with its own CanceledError at once.
-    const cancelled = () => adapter(config);
+    // An abort while we wait ends the request as Axios would, without sending it.
+    const cancelled = () => new axiosApi.CanceledError(undefined, undefined, config);
     let waited = 0;
     for (let attempt = 1; ; attempt++) {
       let ticket: Ticket | undefined;
       try {
         ticket = pacer && (await pacer.reserve(partition, retry.maxWaitMs - waited, signal));
       } catch (error) {
-        if (signal?.aborted) return cancelled();
-        throw error;
+        throw signal?.aborted ? cancelled() : error;
       }
       if (ticket) waited += ticket.waitedMs;
       let response: AxiosLikeResponse | undefined;
       try {
         response = await adapter(config);
-        if (ticket) pacer!.observe(ticket, parseRateLimitFields(response.headers));
+        // A status the app's validateStatus accepts is its to handle: paced by, not retried.
+        const refused = retry.statuses.includes(response.status);
+        if (ticket) pacer!.observe(ticket, parseRateLimitFields(response.headers), refused);
         return response;
       } catch (error) {
         response = (error as { response?: AxiosLikeResponse } | null)?.response;
@@ -145,16 +163,16 @@ export function rateLimitInterceptor(
       if (waited + delayMs > retry.maxWaitMs) {
         throw new RateLimitedError(response, status, attempt, 'wait-too-long', delayMs);
       }
-      options.onRetry?.({ attempt, status, delayMs, url: url.href, fields });
+      options.onRetry?.({ attempt, status, delayMs, url, fields });
       try {
         await sleep(delayMs, signal);
       } catch (error) {
-        if (signal?.aborted) return cancelled();
-        throw error;
+        throw signal?.aborted ? cancelled() : error;
       }
       waited += delayMs;
     }
   };
+  limited[WRAPPED] = original;
 
   axios.defaults.adapter = limited;
   return () => {
