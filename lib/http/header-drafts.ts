@@ -3,7 +3,9 @@ import {
   shownRemaining,
   shownResetS,
   toSeconds,
+  writeQuotaFields,
   type HeaderPolicy,
+  type QuotaFieldNames,
 } from './header-values.js';
 
 /**
@@ -140,38 +142,48 @@ function plainPolicies(policies: readonly HeaderPolicy[], first: HeaderPolicy): 
   return out === '' ? undefined : out;
 }
 
+/** Drafts 6 and 7: one quota, the expiring policy's, written by `write`, and the policy list. */
+function singleQuota(
+  policies: readonly HeaderPolicy[],
+  out: Record<string, string>,
+  write: (p: HeaderPolicy) => void,
+): Record<string, string> {
+  const p = expiringPolicy(policies);
+  if (!p) return out;
+  const items = plainPolicies(policies, p);
+  if (items !== undefined) out['RateLimit-Policy'] = items;
+  write(p);
+  return out;
+}
+
+const DRAFT6_FIELDS: QuotaFieldNames = [
+  'RateLimit-Limit',
+  'RateLimit-Remaining',
+  'RateLimit-Reset',
+];
+
 /**
  * Draft 6: `RateLimit-Limit`, `RateLimit-Remaining`, `RateLimit-Reset` (seconds) of the
- * expiring policy, and `RateLimit-Policy` listing every quota.
+ * expiring policy, and `RateLimit-Policy` listing the quotas.
  */
 export function draft6Headers(
   policies: readonly HeaderPolicy[],
   out: Record<string, string> = {},
 ): Record<string, string> {
-  const p = expiringPolicy(policies);
-  if (!p) return out;
-  const items = plainPolicies(policies, p);
-  if (items !== undefined) out['RateLimit-Policy'] = items;
-  out['RateLimit-Limit'] = String(p.limit);
-  out['RateLimit-Remaining'] = String(shownRemaining(p));
-  out['RateLimit-Reset'] = String(shownResetS(p));
-  return out;
+  return singleQuota(policies, out, (p) => writeQuotaFields(out, DRAFT6_FIELDS, p));
 }
 
 /**
  * Draft 7: `RateLimit: limit=, remaining=, reset=` (a Dictionary, seconds) of the expiring
- * policy, and `RateLimit-Policy` listing every quota.
+ * policy, and `RateLimit-Policy` listing the quotas.
  */
 export function draft7Headers(
   policies: readonly HeaderPolicy[],
   out: Record<string, string> = {},
 ): Record<string, string> {
-  const p = expiringPolicy(policies);
-  if (!p) return out;
-  const items = plainPolicies(policies, p);
-  if (items !== undefined) out['RateLimit-Policy'] = items;
-  out.RateLimit = `limit=${p.limit}, remaining=${shownRemaining(p)}, reset=${shownResetS(p)}`;
-  return out;
+  return singleQuota(policies, out, (p) => {
+    out.RateLimit = `limit=${p.limit}, remaining=${shownRemaining(p)}, reset=${shownResetS(p)}`;
+  });
 }
 
 /**

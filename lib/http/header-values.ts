@@ -62,3 +62,17 @@ export function expiringPolicy(policies: readonly HeaderPolicy[]): HeaderPolicy 
   }
   return best;
 }
+
+/** The names of three separate fields for one quota: limit, remaining, reset. */
+export type QuotaFieldNames = readonly [limit: string, remaining: string, reset: string];
+
+/** The expiring policy's limit, remaining and reset (seconds) as three separate fields. */
+export function writeQuotaFields(
+  out: Record<string, string>,
+  names: QuotaFieldNames,
+  p: HeaderPolicy,
+): void {
+  out[names[0]] = String(p.limit);
+  out[names[1]] = String(shownRemaining(p));
+  out[names[2]] = String(shownResetS(p));
+}

@@ -2,11 +2,17 @@ import type { PolicyDecision } from '../core/decision.js';
 import { STANDARD_HEADERS, type StandardDraft } from './header-drafts.js';
 import {
   expiringPolicy,
-  shownRemaining,
-  shownResetS,
   toSeconds,
+  writeQuotaFields,
   type HeaderPolicy,
+  type QuotaFieldNames,
 } from './header-values.js';
+
+const LEGACY_FIELDS: QuotaFieldNames = [
+  'X-RateLimit-Limit',
+  'X-RateLimit-Remaining',
+  'X-RateLimit-Reset',
+];
 
 export { cachedPolicyItems, draft10Headers, type StandardDraft } from './header-drafts.js';
 export { toSeconds, type HeaderPolicy } from './header-values.js';
@@ -48,10 +54,7 @@ export function legacyHeaders(
   out: Record<string, string> = {},
 ): Record<string, string> {
   const best = expiringPolicy(policies);
-  if (!best) return out;
-  out['X-RateLimit-Limit'] = String(best.limit);
-  out['X-RateLimit-Remaining'] = String(shownRemaining(best));
-  out['X-RateLimit-Reset'] = String(shownResetS(best));
+  if (best) writeQuotaFields(out, LEGACY_FIELDS, best);
   return out;
 }
 
