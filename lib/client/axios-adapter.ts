@@ -155,9 +155,17 @@ export function rateLimitInterceptor(
       }
       const fields = parseRateLimitFields(response!.headers);
       const status = response!.status;
-      if (!retriable) throw new RateLimitedError(response, status, attempt, 'not-idempotent');
+      if (!retriable) {
+        throw new RateLimitedError(
+          response,
+          status,
+          attempt,
+          'not-idempotent',
+          fields.retryAfterMs,
+        );
+      }
       if (attempt >= retry.maxAttempts) {
-        throw new RateLimitedError(response, status, attempt, 'attempts');
+        throw new RateLimitedError(response, status, attempt, 'attempts', fields.retryAfterMs);
       }
       const delayMs = retryDelayMs(attempt, fields, retry);
       if (waited + delayMs > retry.maxWaitMs) {

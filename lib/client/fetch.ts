@@ -184,9 +184,21 @@ async function run(
     }
     if (!retry.statuses.includes(response.status)) return response;
     if (!retriable)
-      throw new RateLimitedError(response, response.status, attempt, 'not-idempotent');
+      throw new RateLimitedError(
+        response,
+        response.status,
+        attempt,
+        'not-idempotent',
+        fields.retryAfterMs,
+      );
     if (attempt >= retry.maxAttempts) {
-      throw new RateLimitedError(response, response.status, attempt, 'attempts');
+      throw new RateLimitedError(
+        response,
+        response.status,
+        attempt,
+        'attempts',
+        fields.retryAfterMs,
+      );
     }
     const delayMs = retryDelayMs(attempt, fields, retry);
     if (waited + delayMs > retry.maxWaitMs) {

@@ -147,12 +147,21 @@ function structured(headers: HeadersLike): RateLimitQuota[] | undefined {
   return out;
 }
 
-/** `RateLimit-Policy: 100;w=60` of drafts 6 and 7: the first item's quota and window. */
-function plainPolicy(headers: HeadersLike): Partial<RateLimitQuota> {
+/**
+ * `RateLimit-Policy: 100;w=60` of drafts 6 and 7: the window of the item whose quota is the
+ * limit sent (the first such); none when no item has that quota, rather than another's.
+ */
+function plainPolicy(headers: HeadersLike, limit: number | undefined): Partial<RateLimitQuota> {
   const field = headerValue(headers, 'RateLimit-Policy');
-  const first = field === undefined ? undefined : parseList(field)?.[0];
-  if (!first || typeof first.value !== 'number') return {};
-  return { limit: count(first.value), windowSeconds: count(first.params.get('w')) };
+  const items = (field !== undefined && parseList(field)) || [];
+  const first = items[0];
+  if (limit === undefined) {
+    return first && typeof first.value === 'number'
+      ? { limit: count(first.value), windowSeconds: count(first.params.get('w')) }
+      : {};
+  }
+  const same = items.find((i) => i.value === limit);
+  return same ? { limit, windowSeconds: count(same.params.get('w')) } : {};
 }
 
 /** `RateLimit: limit=100, remaining=99, reset=60` (draft 7). */
@@ -161,12 +170,13 @@ function draft7(headers: HeadersLike): RateLimitQuota[] | undefined {
   const dict = field === undefined ? undefined : parseDictionary(field);
   const remaining = count(dict?.get('remaining')?.value);
   if (!dict || remaining === undefined) return undefined;
-  const policy = plainPolicy(headers);
+  const limit = count(dict.get('limit')?.value);
+  const policy = plainPolicy(headers, limit);
   return [
     clean({
       remaining,
       resetSeconds: count(dict.get('reset')?.value) ?? 0,
-      limit: count(dict.get('limit')?.value) ?? policy.limit,
+      limit: limit ?? policy.limit,
       windowSeconds: policy.windowSeconds,
     }),
   ];
@@ -183,12 +193,13 @@ function separate(
   let reset = nonNegative(headerValue(headers, `${prefix}-Reset`)) ?? 0;
   // Some APIs send the reset as an epoch time in seconds (GitHub); no window is 10 years long.
   if (reset > 315_360_000) reset = Math.max(0, Math.ceil(reset - nowMs / 1000));
-  const policy = prefix === 'RateLimit' ? plainPolicy(headers) : {};
+  const limit = nonNegative(headerValue(headers, `${prefix}-Limit`));
+  const policy = prefix === 'RateLimit' ? plainPolicy(headers, limit) : {};
   return [
     clean({
       remaining: Math.floor(remaining),
       resetSeconds: reset,
-      limit: nonNegative(headerValue(headers, `${prefix}-Limit`)) ?? policy.limit,
+      limit: limit ?? policy.limit,
       windowSeconds: policy.windowSeconds,
     }),
   ];
@@ -223,7 +234,12 @@ function tightestOf(quotas: readonly RateLimitQuota[]): RateLimitQuota | undefin
  * is read; a malformed field counts as absent). Never throws.
  * @param nowMs the clock for an HTTP-date `Retry-After` or an epoch reset, in ms
  */
-export function parseRateLimitFields(headers: HeadersLike, nowMs = Date.now()): RateLimitFields {
+export function parseRateLimitFields(
+  headers: HeadersLike | null | undefined,
+  nowMs = Date.now(),
+): RateLimitFields {
+  if (headers === null || headers === undefined || typeof headers !== 'object')
+    return { quotas: [] };
   const retryAfterMs = parseRetryAfter(headerValue(headers, 'Retry-After'), nowMs);
   const forms: [RateLimitFieldForm, () => RateLimitQuota[] | undefined][] = [
     ['structured', () => structured(headers)],

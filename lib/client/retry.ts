@@ -121,7 +121,10 @@ export class RateLimitedError<R = unknown> extends Error {
     /** Attempts made, the first included. */
     readonly attempts: number,
     readonly reason: GiveUpReason,
-    /** The wait the client declined, **ms** (`'wait-too-long'` only). */
+    /**
+     * **ms**: for `'wait-too-long'` the wait the client declined (jitter included); otherwise
+     * the response's `Retry-After`, when it had one.
+     */
     readonly retryAfterMs?: number,
   ) {
     super(

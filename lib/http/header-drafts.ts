@@ -125,21 +125,27 @@ export function draft11Headers(
   return out;
 }
 
+/** Whether a policy can be an item of drafts 6 and 7's `RateLimit-Policy`: `w` is required. */
+const listable = (p: HeaderPolicy) => p.quotaUnit === undefined && p.periodMs % 1000 === 0;
+
 /**
- * `RateLimit-Policy` of drafts 6 and 7: `q;w=` per policy, without names. `w` is required
+ * `RateLimit-Policy` of drafts 6 and 7: `q;w=` per policy, without names, the expiring one
+ * first (clients read the first item as the window of the one quota sent). `w` is required
  * there (draft 7 §2.1), so a concurrency limit or a period of a fraction of a second is left
- * out; and two items may not have the same quota (§3.5): the first of each is kept, the
- * expiring one first. Undefined when none is left.
+ * out; and two items may not have the same quota (§3.5): the first of each is kept. Undefined
+ * when the expiring policy cannot be listed: a list without it would pair its quota with
+ * another policy's window.
  */
 function plainPolicies(policies: readonly HeaderPolicy[], first: HeaderPolicy): string | undefined {
+  if (!listable(first)) return undefined;
   const seen = new Set<number>();
   let out = '';
   for (const p of [first, ...policies]) {
-    if (p.quotaUnit !== undefined || p.periodMs % 1000 !== 0 || seen.has(p.limit)) continue;
+    if (!listable(p) || seen.has(p.limit)) continue;
     seen.add(p.limit);
     out += `${out === '' ? '' : ', '}${p.limit};w=${p.periodMs / 1000}`;
   }
-  return out === '' ? undefined : out;
+  return out;
 }
 
 /** Drafts 6 and 7: one quota, the expiring policy's, written by `write`, and the policy list. */

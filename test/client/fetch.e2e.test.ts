@@ -161,6 +161,10 @@ describe.each(PLATFORMS.flatMap((p) => STORES.map((s) => [p, s] as const)))(
       expect(refused).toBeInstanceOf(RateLimitedError);
       expect((refused as RateLimitedError<Response>).reason).toBe('not-idempotent');
       expect((refused as RateLimitedError<Response>).response.status).toBe(429);
+      // The server's Retry-After (an hour) is on the error, though nothing was waited.
+      expect((refused as RateLimitedError<Response>).retryAfterMs).toBeGreaterThanOrEqual(
+        3_599_000,
+      );
       expect(statuses).toEqual([201, 429]);
       // With a key it would be retried: here the wait (an hour) is beyond the bound instead.
       const keyed = await limited(`${h.url}/client/orders`, {

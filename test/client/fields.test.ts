@@ -120,6 +120,29 @@ describe('parseRateLimitFields', () => {
     ).toEqual({ name: 'a', remaining: 1, resetSeconds: 1, limit: 4, windowSeconds: 1 });
   });
 
+  it("pairs draft 6/7's limit only with a RateLimit-Policy item of the same quota", () => {
+    // Another server's list without the quota sent: no window rather than the wrong one.
+    expect(
+      parseRateLimitFields({
+        'RateLimit-Limit': '10',
+        'RateLimit-Remaining': '9',
+        'RateLimit-Reset': '1',
+        'RateLimit-Policy': '100;w=60',
+      }).tightest,
+    ).toEqual({ remaining: 9, resetSeconds: 1, limit: 10 });
+    expect(
+      parseRateLimitFields({
+        RateLimit: 'limit=10, remaining=9, reset=1',
+        'RateLimit-Policy': '100;w=60, 10;w=1',
+      }).tightest,
+    ).toEqual({ remaining: 9, resetSeconds: 1, limit: 10, windowSeconds: 1 });
+  });
+
+  it('reports nothing for no headers at all (undefined, null)', () => {
+    expect(parseRateLimitFields(undefined)).toEqual({ quotas: [] });
+    expect(parseRateLimitFields(null)).toEqual({ quotas: [] });
+  });
+
   it('joins repeated fields (an array value) into one list', () => {
     const fields = parseRateLimitFields({ ratelimit: ['"a";r=5;t=1', '"b";r=1;t=9'] });
     expect(fields.quotas.map((q) => q.name)).toEqual(['a', 'b']);

@@ -78,10 +78,27 @@ describe('draft 7: RateLimit dictionary and RateLimit-Policy', () => {
       admitted('rate', 5, 60_000, 3, 24_000),
       admitted('fast', 10, 500, 9, 50),
     ]);
-    // The refusing concurrency limit is the expiring one, but has no window to list.
+    // The refusing concurrency limit is the expiring one, but has no window to list: no list,
+    // rather than one whose first item a client would pair with it.
     expect(headers.RateLimit).toBe('limit=5, remaining=0, reset=1');
-    expect(headers['RateLimit-Policy']).toBe('5;w=60');
-    expect(draft6Headers([admitted('fast', 10, 500, 9, 50)])['RateLimit-Policy']).toBeUndefined();
+    expect(headers['RateLimit-Policy']).toBeUndefined();
+    const rates = draft7Headers([
+      admitted('rate', 5, 60_000, 3, 24_000),
+      admitted('fast', 10, 500, 9, 50),
+    ]);
+    expect(rates['RateLimit-Policy']).toBe('5;w=60');
+  });
+
+  it('regression (fresh-user tryout): 10/500ms beside 100/m never reads back as 10 per 60 s', () => {
+    const policies = [admitted('fast', 10, 500, 9, 50), admitted('minute', 100, 60_000, 99, 600)];
+    for (const headers of [draft6Headers(policies), draft7Headers(policies)]) {
+      expect(headers['RateLimit-Policy']).toBeUndefined();
+      expect(parseRateLimitFields(headers).tightest).toEqual({
+        remaining: 9,
+        resetSeconds: 1,
+        limit: 10,
+      });
+    }
   });
 
   it('on a refusal, reset is the wait: "the same point in time as the Retry-After field value" (§4)', () => {
