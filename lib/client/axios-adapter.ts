@@ -1,5 +1,10 @@
 import axiosModule from 'axios';
-import { headerValue, parseRateLimitFields, type HeadersLike } from './fields.js';
+import {
+  headerValue,
+  parseRateLimitFields,
+  type HeadersLike,
+  type RateLimitFields,
+} from './fields.js';
 import {
   byOriginAndPath,
   isStream,
@@ -8,13 +13,7 @@ import {
   type RetryEvent,
 } from './fetch.js';
 import { Pacer, sleep, type PacingOptions, type Ticket } from './pacer.js';
-import {
-  mayRetry,
-  RateLimitedError,
-  resolveRetry,
-  retryDelayMs,
-  type RetryOptions,
-} from './retry.js';
+import { mayRetry, resolveRetry, waitOrGiveUp, type RetryOptions } from './retry.js';
 
 /**
  * Axios's own types for what passes through an adapter, left open so that every Axios 1.x
@@ -100,7 +99,7 @@ function signalOf(config: AxiosLikeConfig): AbortSignal | undefined {
  * It wraps the instance's adapter, below Axios's interceptors: they see each request once,
  * however many attempts it took. A request that sets an adapter of its own bypasses it.
  * Installing it again on the same instance (or on one made from it with `create()`) replaces
- * the one before. When it gives up, the request rejects with a {@link RateLimitedError} whose
+ * the one before. When it gives up, the request rejects with a `RateLimitedError` whose
  * `response` is the last Axios response. Other errors pass through unchanged; an abort during a
  * wait rejects with Axios's own `CanceledError`, the request not sent again. A status the
  * instance's `validateStatus` accepts is returned (and paced by), not retried.
@@ -139,6 +138,7 @@ export function rateLimitInterceptor(
       }
       if (ticket) waited += ticket.waitedMs;
       let response: AxiosLikeResponse | undefined;
+      let fields: RateLimitFields | undefined;
       try {
         response = await adapter(config);
         // A status the app's validateStatus accepts is its to handle: paced by, not retried.
@@ -148,30 +148,13 @@ export function rateLimitInterceptor(
       } catch (error) {
         response = (error as { response?: AxiosLikeResponse } | null)?.response;
         const refused = response !== undefined && retry.statuses.includes(response.status);
-        if (ticket) {
-          pacer!.observe(ticket, response && parseRateLimitFields(response.headers), refused);
-        }
+        fields = response && parseRateLimitFields(response.headers);
+        if (ticket) pacer!.observe(ticket, fields, refused);
         if (!refused) throw error;
       }
-      const fields = parseRateLimitFields(response!.headers);
       const status = response!.status;
-      if (!retriable) {
-        throw new RateLimitedError(
-          response,
-          status,
-          attempt,
-          'not-idempotent',
-          fields.retryAfterMs,
-        );
-      }
-      if (attempt >= retry.maxAttempts) {
-        throw new RateLimitedError(response, status, attempt, 'attempts', fields.retryAfterMs);
-      }
-      const delayMs = retryDelayMs(attempt, fields, retry);
-      if (waited + delayMs > retry.maxWaitMs) {
-        throw new RateLimitedError(response, status, attempt, 'wait-too-long', delayMs);
-      }
-      options.onRetry?.({ attempt, status, delayMs, url, fields });
+      const delayMs = waitOrGiveUp(response, status, fields!, attempt, waited, retriable, retry);
+      options.onRetry?.({ attempt, status, delayMs, url, fields: fields! });
       try {
         await sleep(delayMs, signal);
       } catch (error) {

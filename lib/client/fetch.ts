@@ -2,9 +2,8 @@ import { parseRateLimitFields, type HeadersLike, type RateLimitFields } from './
 import { Pacer, sleep, type PacingOptions } from './pacer.js';
 import {
   mayRetry,
-  RateLimitedError,
   resolveRetry,
-  retryDelayMs,
+  waitOrGiveUp,
   type ResolvedRetry,
   type RetryOptions,
 } from './retry.js';
@@ -183,27 +182,15 @@ async function run(
       if (ticket) pacer!.observe(ticket, fields, retry.statuses.includes(response?.status ?? 0));
     }
     if (!retry.statuses.includes(response.status)) return response;
-    if (!retriable)
-      throw new RateLimitedError(
-        response,
-        response.status,
-        attempt,
-        'not-idempotent',
-        fields.retryAfterMs,
-      );
-    if (attempt >= retry.maxAttempts) {
-      throw new RateLimitedError(
-        response,
-        response.status,
-        attempt,
-        'attempts',
-        fields.retryAfterMs,
-      );
-    }
-    const delayMs = retryDelayMs(attempt, fields, retry);
-    if (waited + delayMs > retry.maxWaitMs) {
-      throw new RateLimitedError(response, response.status, attempt, 'wait-too-long', delayMs);
-    }
+    const delayMs = waitOrGiveUp(
+      response,
+      response.status,
+      fields,
+      attempt,
+      waited,
+      retriable,
+      retry,
+    );
     onRetry?.({ attempt, status: response.status, delayMs, url, fields });
     // The refused response's body is not wanted: free its connection.
     await response.body?.cancel().catch(() => undefined);

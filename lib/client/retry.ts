@@ -104,6 +104,35 @@ export function retryDelayMs(
     : backoff;
 }
 
+/**
+ * What follows a refused response (a status in `statuses`) on attempt `attempt`, after
+ * `waitedMs` of waiting in all: the wait before the next attempt, **ms**.
+ * @throws {RateLimitedError} when the client gives up: the request may not be sent again
+ *   (`'not-idempotent'`), the attempts are used up (`'attempts'`), or the wait would pass
+ *   `maxWaitMs` (`'wait-too-long'`)
+ */
+export function waitOrGiveUp<R>(
+  response: R,
+  status: number,
+  fields: RateLimitFields,
+  attempt: number,
+  waitedMs: number,
+  retriable: boolean,
+  options: ResolvedRetry,
+): number {
+  if (!retriable) {
+    throw new RateLimitedError(response, status, attempt, 'not-idempotent', fields.retryAfterMs);
+  }
+  if (attempt >= options.maxAttempts) {
+    throw new RateLimitedError(response, status, attempt, 'attempts', fields.retryAfterMs);
+  }
+  const delayMs = retryDelayMs(attempt, fields, options);
+  if (waitedMs + delayMs > options.maxWaitMs) {
+    throw new RateLimitedError(response, status, attempt, 'wait-too-long', delayMs);
+  }
+  return delayMs;
+}
+
 /** Why the client gave up on a request. */
 export type GiveUpReason = 'attempts' | 'wait-too-long' | 'not-idempotent';
 

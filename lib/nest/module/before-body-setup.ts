@@ -96,7 +96,7 @@ export class BeforeBodySetup {
         if (routes === undefined) {
           routes = routeLayers(app);
           marked = routes.filter((layer) => {
-            const handle = layer.route!.stack.at(-1)?.handle;
+            const handle = handleOf(layer);
             return handle !== undefined && Reflect.hasMetadata(BEFORE_BODY, handle);
           });
         }
@@ -191,7 +191,12 @@ function routeOf(routes: readonly RouteLayer[], request: ExpressRequest): Functi
     const handles = route._handlesMethod ?? route._handles_method;
     if (!handles!.call(route, request.method) || !layer.match(request.path)) continue;
     if (found !== undefined) return undefined;
-    found = layer.route!.stack.at(-1)?.handle;
+    found = handleOf(layer);
   }
   return found;
+}
+
+/** What a route layer calls last: the handler Nest registered for the route. */
+function handleOf(layer: RouteLayer): Function | undefined {
+  return layer.route!.stack.at(-1)?.handle;
 }
