@@ -53,6 +53,42 @@ export default {
       to: { dependencyTypes: ['core'] },
     },
     {
+      name: 'main-entry-no-graphql-subpath',
+      severity: 'error',
+      comment:
+        'nest-rate-limit/graphql (lib/graphql/index.ts) loads @nestjs/graphql for its decorators: ' +
+        'the main entry and lib/nest reach the analysis through lib/graphql/cost.ts only.',
+      from: { path: '^lib/(index\\.ts$|nest/)' },
+      to: { path: '^lib/graphql/(index|decorators)\\.ts$' },
+    },
+    {
+      name: 'graphql-imports-only-graphql',
+      severity: 'error',
+      comment:
+        'lib/graphql (operation cost, issue 25) is pure: it imports nothing of lib but ' +
+        'lib/graphql and lib/core, so the main entry can reach it without Nest or Redis.',
+      from: { path: '^lib/graphql/' },
+      to: { path: '^lib/', pathNot: '^lib/(graphql|core)/' },
+    },
+    {
+      name: 'graphql-no-runtime-graphql',
+      severity: 'error',
+      comment:
+        'graphql is an optional peer, and the app passes its own copy in (GraphQLRuntime): ' +
+        'lib/graphql imports it for types only (`import type`).',
+      from: { path: '^lib/graphql/' },
+      to: { path: '(^|/)node_modules/graphql/|^graphql$', dependencyTypesNot: ['type-only'] },
+    },
+    {
+      name: 'graphql-no-nestjs',
+      severity: 'error',
+      comment:
+        'lib/graphql works without Nest: only decorators.ts (nest-rate-limit/graphql) ' +
+        'imports @nestjs/*.',
+      from: { path: '^lib/graphql/', pathNot: '^lib/graphql/decorators\\.ts$' },
+      to: { path: '(^|/)@nestjs/' },
+    },
+    {
       name: 'core-http-no-nestjs',
       severity: 'error',
       comment: 'lib/core and lib/http work without Nest: no @nestjs/* package (lib/nest only).',

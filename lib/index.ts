@@ -113,6 +113,8 @@ export {
   type GraphQLRefusalExtensions,
 } from './nest/transports/graphql.js';
 export { rateLimitedSubscriptionsAsErrors } from './nest/transports/graphql-ws.js';
+export type { GraphQLCostBudget, GraphQLCostOptions } from './nest/graphql/options.js';
+export type { OperationCostExtension } from './nest/graphql/operation-costs.js';
 export {
   recordHandshake,
   type HandshakeRequest,

@@ -38,3 +38,5 @@ write(
   'esm/client/axios-adapter.d.ts',
   `${note}export * from '../../cjs/client/axios-adapter.js';\n`,
 );
+write('esm/graphql/index.js', `${note}export * from '../../cjs/graphql/index.js';\n`);
+write('esm/graphql/index.d.ts', `${note}export * from '../../cjs/graphql/index.js';\n`);

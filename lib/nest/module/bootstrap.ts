@@ -15,6 +15,7 @@ import { RateLimitGuard } from '../pipeline/rate-limit.guard.js';
 import type { Resources } from './resources.js';
 import { RoutePlanner } from '../plan/planner.js';
 import { controllerHandlers } from './controller-handlers.js';
+import { userBeforeGuardsReason } from './user-before-guards.js';
 import { isLimitedType } from '../transports/registry.js';
 
 /*
@@ -82,6 +83,13 @@ export class RouteCheck implements OnModuleInit, OnApplicationShutdown {
       throw error;
     }
     for (const detail of scan.unenforced) events.unenforced(detail);
+    for (const handler of scan.handlers) {
+      const reason = userBeforeGuardsReason(
+        handler,
+        this.runtime.routeOf(handler.type, handler.method),
+      );
+      if (reason !== undefined) events.unenforced({ route: handler.route, reason });
+    }
     this.watchRpcServers(scan.handlers, events);
   }
 

@@ -8,6 +8,7 @@ import type { RateLimitStore } from '../../core/stores/store.js';
 import type { HeaderOptions } from '../../http/headers.js';
 import type { RateFn, RateLimitOptions, StoreFailureMode } from '../declare/decorators.js';
 import type { KeyFn } from '../declare/keys.js';
+import type { GraphQLCostOptions } from '../graphql/options.js';
 import type { MetricsOptions } from '../observability/metrics.js';
 import type { DecisionEvent } from '../observability/observer.js';
 
@@ -25,6 +26,13 @@ export type { StoreFailureMode };
 
 /** Options of `RateLimitModule.forRoot` (DESIGN §6). Durations in **ms**. */
 export interface RateLimitModuleOptions {
+  /**
+   * GraphQL operation cost (DESIGN §14): each operation's cost computed from its document
+   * before any resolver runs, `maxCost`, a points `budget` charged once per operation and
+   * refunded down to its actual cost, `extensions.cost` in responses. Needs `graphql`
+   * (installed with `@nestjs/graphql`), on Apollo or Mercurius. See {@link GraphQLCostOptions}.
+   */
+  graphql?: GraphQLCostOptions;
   /**
    * Where state lives: a Redis URL, ioredis options (Sentinel too), or a `Redis` /
    * `Cluster` you own (the module never closes a client it did not create). A client the

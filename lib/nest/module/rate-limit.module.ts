@@ -1,3 +1,8 @@
+import { ApolloOperationCostPlugin } from '../graphql/apollo-plugin.js';
+import { loadGraphQL } from '../graphql/load-graphql.js';
+import { MercuriusOperationCostHooks } from '../graphql/mercurius-hooks.js';
+import { OperationCosts } from '../graphql/operation-costs.js';
+import { OPERATION_COSTS } from '../graphql/tokens.js';
 import { Module, type DynamicModule, type Provider, type Type } from '@nestjs/common';
 import { APP_FILTER, APP_GUARD, DiscoveryModule } from '@nestjs/core';
 import { quote, RateLimitConfigError } from '../../core/errors.js';
@@ -142,6 +147,16 @@ function build(
           ),
         inject: [RateLimiter, RATE_LIMIT_OPTIONS, RESOURCES, RateLimitEvents],
       },
+      {
+        provide: OPERATION_COSTS,
+        useFactory: async (planner: RoutePlanner, o: RateLimitModuleOptions) =>
+          o.graphql === undefined
+            ? null
+            : new OperationCosts(planner, o.graphql, await loadGraphQL()),
+        inject: [RoutePlanner, RATE_LIMIT_OPTIONS],
+      },
+      ApolloOperationCostPlugin,
+      MercuriusOperationCostHooks,
       RateLimitService,
       RateLimitGuard,
       RateLimitInterceptor,

@@ -9,6 +9,7 @@ import { checkAddressBurst } from '../declare/declare-policy.js';
 import { validateMetricsOption } from '../observability/metrics.js';
 import type { RateLimitStore } from '../../core/stores/store.js';
 import type { RateLimitModuleOptions } from './options.js';
+import { validateCostOptions } from '../graphql/options.js';
 
 const WHERE = 'RateLimitModule options';
 
@@ -140,6 +141,7 @@ export function validateOptions(options: RateLimitModuleOptions): void {
     fail('redis', 'a URL, ioredis options, or a Redis or Cluster client');
   }
   validateMetricsOption(options.metrics);
+  if (options.graphql !== undefined) validateCostOptions(options.graphql);
   if (options.allowList !== undefined) new AllowList(options.allowList, options, WHERE);
   // The limiter's own options and the default policy, before any connection is opened:
   // a start that fails must leave nothing behind.

@@ -20,7 +20,7 @@ export function deliver(
 ): void {
   if (outcome === NO_LIMIT) return;
   try {
-    transport.setHeaders(ctx, outcome.headers);
+    transport.setHeaders(ctx, outcome.headers, outcome);
   } catch (error) {
     events.configError(`transport ${transport.type}`, error);
   }

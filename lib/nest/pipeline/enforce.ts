@@ -1,6 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import { RateLimitBackendError } from '../../core/errors.js';
-import type { LimitEntry } from '../../core/limiter.js';
+import type { LimitEntry, Spending } from '../../core/limiter.js';
 import type { Decision } from '../../core/policy.js';
 import type { Trace } from '../observability/observer.js';
 import type { Route } from '../plan/rules.js';
@@ -63,11 +63,13 @@ export async function enforce(
   const started = trace ? performance.now() : 0;
   try {
     let settle: ((status: number) => void) | undefined;
+    let spending: Spending | undefined;
     let decision: Decision;
     if (route.counting) {
       const spent = await engine.limiter.spend(entries);
       decision = spent.decision;
-      if (spent.spending) settle = engine.ends.settler(route.name, enforcing, spent.spending);
+      spending = spent.spending;
+      if (spending) settle = engine.ends.settler(route.name, enforcing, spending);
     } else {
       decision = await engine.limiter.consumeEach(entries);
     }
@@ -75,7 +77,7 @@ export async function enforce(
     if (trace) traceAnswer(trace, entries, decision, started);
     let outcome = engine.shape.decided(decision, enforcing, route.name);
     // Spreads last, as in `enforceFixed`: the outcome has neither `settle` nor `release` yet.
-    if (settle && outcome.allowed) outcome = { settle, ...outcome };
+    if (settle && outcome.allowed) outcome = { settle, spending, ...outcome };
     if (decision.leases)
       outcome = { release: engine.ends.releaser(route.name, decision.leases), ...outcome };
     return { outcome, answered: true };

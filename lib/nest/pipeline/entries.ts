@@ -1,6 +1,7 @@
 import type { ExecutionContext } from '@nestjs/common';
 import { definePolicy, type LimitEntry } from '../../core/limiter.js';
-import { checkCost, type Policy } from '../../core/policy.js';
+import { quote, RateLimitConfigError } from '../../core/errors.js';
+import type { Policy } from '../../core/policy.js';
 import type { RateInput } from '../../core/rate.js';
 import type { RateLimitEvents } from '../observability/events.js';
 import type { IdentityOf } from './identify.js';
@@ -118,8 +119,30 @@ export class PolicyResolver {
   }
 
   private async costOf(rule: Rule, ctx: ExecutionContext | undefined): Promise<number> {
-    const cost = typeof rule.cost === 'function' ? await rule.cost(ctx!) : rule.cost;
-    checkCost(cost, undefined, rule.name, rule.where);
-    return cost;
+    if (typeof rule.cost !== 'function') return rule.cost;
+    const cost: unknown = await rule.cost(ctx!);
+    if (typeof cost === 'number' && Number.isSafeInteger(cost) && cost >= 0) return cost;
+    return this.clampedCost(cost, rule);
+  }
+
+  /**
+   * What a cost function's invalid answer costs: never less than a plain call, so that an
+   * argument the client chose (`first: -11` in `Math.ceil(first / 10)`) cannot take the
+   * policy off the request. A fraction is rounded up, a number past 2^53 is 2^53 - 1 (over
+   * any capacity: refused), and a negative number, NaN or anything else costs 1. Logged as
+   * `rate_limit.config_error`: the function has a bug to fix.
+   */
+  private clampedCost(cost: unknown, rule: Rule): number {
+    const clamped =
+      typeof cost === 'number' && cost > 0 ? Math.min(Math.ceil(cost), Number.MAX_SAFE_INTEGER) : 1;
+    this.events.configError(
+      rule.where,
+      new RateLimitConfigError(
+        'ERR_RATE_LIMIT_COST',
+        `the cost function of policy "${rule.name}" returned ${quote(cost)}: charged ${clamped} (a cost is an integer >= 0)`,
+        rule.where,
+      ),
+    );
+    return clamped;
   }
 }

@@ -1,3 +1,4 @@
+import type { Spending } from '../../core/limiter.js';
 import type { Decision } from '../../core/policy.js';
 import type { HeaderPolicy } from '../../http/headers.js';
 import type { Refusal } from '../transports/refusal.js';
@@ -27,6 +28,11 @@ export interface RequestOutcome {
    * the response's status says should not have counted. Called once the response is sent.
    */
   readonly settle?: (status: number) => void;
+  /**
+   * What the call spent, beside `settle`: for a caller that gives back part of it itself
+   * (a GraphQL operation's budget, refunded down to the operation's actual cost).
+   */
+  readonly spending?: Spending;
   /**
    * Under concurrency limits, when slots were taken: gives them back (once, however often
    * called), resolving once the store has answered or failed for good; never rejects. Held

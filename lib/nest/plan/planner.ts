@@ -112,11 +112,14 @@ export class RoutePlanner {
   }
 
   /**
-   * The plan of policies declared outside any handler (WebSocket connection limits), named
-   * `name` in logs; compiled anew on each call: cache it.
+   * The plan of policies declared outside any handler (WebSocket connection limits, GraphQL
+   * operation budgets), named `name` in logs; compiled anew on each call: cache it.
+   * @param spends spend rather than consume, so the outcome holds its `spending` for a
+   *   refund by the caller
    */
-  planOfPolicies(name: string, declared: readonly DeclaredPolicy[]): RoutePlan {
-    return compile(this.routes.routeOfPolicies(name, declared), this.engine);
+  planOfPolicies(name: string, declared: readonly DeclaredPolicy[], spends = false): RoutePlan {
+    const route = this.routes.routeOfPolicies(name, declared);
+    return compile(spends ? { ...route, counting: true } : route, this.engine);
   }
 
   /**

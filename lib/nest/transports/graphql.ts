@@ -1,8 +1,9 @@
 import type { ExecutionContext } from '@nestjs/common';
+import { shownRemaining } from '../../http/header-values.js';
 import type { RequestLike } from '../../http/ip.js';
 import type { RateLimitEvents } from '../observability/events.js';
 import { refusalFields, type Refusal } from './refusal.js';
-import type { Transport } from './transport.js';
+import type { DecidedHeaders, Transport } from './transport.js';
 
 /**
  * `extensions.code` of a refusal: `RATE_LIMITED` for a 429 (over a limit), and
@@ -110,16 +111,22 @@ function requestOf(ctx: ExecutionContext, events?: RateLimitEvents): RequestLike
   return request;
 }
 
-/** The setter of the HTTP response's headers, if the operation has one not yet sent. */
-function headerSinkOf(ctx: ExecutionContext): ((name: string, value: string) => void) | undefined {
+/** Where an operation's headers go: the HTTP response not yet sent, and its setter. */
+interface HeaderSink {
+  readonly response: object;
+  set(name: string, value: string): void;
+}
+
+/** The HTTP response's header sink, if the operation has one not yet sent. */
+function headerSinkOf(ctx: ExecutionContext): HeaderSink | undefined {
   const context = contextOf(ctx);
   if (context === undefined) return undefined;
   // Mercurius (and Apollo on Fastify when the context returns it): the Fastify reply.
   const reply = context.reply;
   if (isObject(reply) && typeof reply.header === 'function') {
     if (reply.sent === true) return undefined;
-    return (name, value) =>
-      (reply.header as (n: string, v: string) => void).call(reply, name, value);
+    const header = reply.header as (n: string, v: string) => void;
+    return { response: reply, set: (name, value) => header.call(reply, name, value) };
   }
   // Express: the context's `res`, else the response Express links from the request.
   const request = context.req;
@@ -130,17 +137,44 @@ function headerSinkOf(ctx: ExecutionContext): ((name: string, value: string) => 
       : undefined;
   if (!isObject(response) || typeof response.setHeader !== 'function') return undefined;
   if (response.headersSent === true) return undefined;
-  return (name, value) =>
-    (response.setHeader as (n: string, v: string) => void).call(response, name, value);
+  const setHeader = response.setHeader as (n: string, v: string) => void;
+  return { response, set: (name, value) => setHeader.call(response, name, value) };
 }
 
-function setHeaders(ctx: ExecutionContext, headers: Readonly<Record<string, string>>): void {
-  let set: ((name: string, value: string) => void) | undefined;
-  for (const name in headers) {
-    set ??= headerSinkOf(ctx);
-    if (set === undefined) return;
-    set(name, headers[name]!);
-  }
+/**
+ * How restrictive the decision a response's headers describe is, lowest first: a refusal
+ * (-1), else the fewest units left among the policies shown.
+ */
+function restrictiveness(decided: DecidedHeaders | undefined): number {
+  if (decided === undefined || !decided.allowed) return -1;
+  let least = Infinity;
+  for (const p of decided.shown ?? []) least = Math.min(least, shownRemaining(p));
+  return least;
+}
+
+/** What the headers already on each response describe (see {@link restrictiveness}). */
+const shownOn = new WeakMap<object, number>();
+
+/**
+ * Several decisions share one HTTP response (the fields of an operation, and the operation's
+ * budget): the headers describe the most restrictive of them, a refusal first, whichever
+ * order they were decided in.
+ */
+function setHeaders(
+  ctx: ExecutionContext,
+  headers: Readonly<Record<string, string>>,
+  decided?: DecidedHeaders,
+): void {
+  let names: string[] | undefined;
+  for (const name in headers) (names ??= []).push(name);
+  if (names === undefined) return;
+  const sink = headerSinkOf(ctx);
+  if (sink === undefined) return;
+  const rank = restrictiveness(decided);
+  const before = shownOn.get(sink.response);
+  if (before !== undefined && before < rank) return;
+  shownOn.set(sink.response, rank);
+  for (const name of names) sink.set(name, headers[name]!);
 }
 
 /** Counted fields of each execution: one carrier per field path, list indices left out. */
@@ -198,6 +232,8 @@ export function graphQLRefusal(outcome: { readonly refusal?: Refusal }): Error {
   return Object.assign(new Error(message), { extensions });
 }
 
+const REFUSED: DecidedHeaders = { allowed: false };
+
 /**
  * GraphQL on Apollo (Express, Fastify) and Mercurius (Fastify), queries, mutations and
  * subscriptions. Reads the resolver arguments `[root, args, context, info]` directly, so
@@ -247,7 +283,7 @@ export const graphqlTransport: Transport = {
   },
   setHeaders,
   refuse(ctx, refusal, headers): never {
-    setHeaders(ctx, headers);
+    setHeaders(ctx, headers, REFUSED);
     throw graphQLRefusal({ refusal });
   },
 };

@@ -1,7 +1,14 @@
 import type { ExecutionContext } from '@nestjs/common';
 import type { RequestLike } from '../../http/ip.js';
 import type { RateLimitEvents } from '../observability/events.js';
+import type { HeaderPolicy } from '../../http/headers.js';
 import type { Refusal } from './refusal.js';
+
+/** What a set of headers describes: admitted or not, and the policies shown. */
+export interface DecidedHeaders {
+  readonly allowed: boolean;
+  readonly shown?: readonly HeaderPolicy[];
+}
 
 /**
  * One Nest transport as the guard meets it (DESIGN §9): where the request and the user come
@@ -60,8 +67,14 @@ export interface Transport {
   /**
    * Sends the informational headers where the transport has any (HTTP, GraphQL over HTTP);
    * does nothing elsewhere. `headers` maps header names to values (times in **seconds**).
+   * `decided` is the decision they describe: where several decisions of one request share a
+   * response (the fields of a GraphQL operation), the transport keeps the most restrictive.
    */
-  setHeaders(ctx: ExecutionContext, headers: Readonly<Record<string, string>>): void;
+  setHeaders(
+    ctx: ExecutionContext,
+    headers: Readonly<Record<string, string>>,
+    decided?: DecidedHeaders,
+  ): void;
 
   /**
    * Renders and raises a transport-neutral refusal (status 429 or 503, the wait in

@@ -1,0 +1,208 @@
+/**
+ * What an operation's arguments and directives say to the cost analysis: the size a slicing
+ * argument asks for, whether `@include`/`@skip` leave a selection out, and the weight of the
+ * arguments given. Values come from the document's literals, else the request's raw
+ * variables, else the variable's default in the operation.
+ */
+import type {
+  ArgumentNode,
+  ConstValueNode,
+  DirectiveNode,
+  GraphQLArgument,
+  GraphQLDirective,
+  GraphQLField,
+  GraphQLInputType,
+  GraphQLSchema,
+  ValueNode,
+} from 'graphql';
+import type { GraphQLRuntime } from './runtime.js';
+import { declaredWeight, type ListSizeInfo } from './weights.js';
+
+/** The variables of one operation: the raw request values, and the operation's defaults. */
+export interface VariableScope {
+  readonly values: Readonly<Record<string, unknown>>;
+  readonly defaults: ReadonlyMap<string, ConstValueNode>;
+}
+
+/** Marks a value that was not given at all (as opposed to an explicit `null`). */
+const ABSENT: unique symbol = Symbol('absent');
+type Resolved = unknown | typeof ABSENT;
+
+// Raw variables are the client's JSON, not yet coerced: a recursive input type could nest
+// them deeper than the stack allows. Nothing legitimate comes close.
+const MAX_INPUT_DEPTH = 64;
+
+/**
+ * The list size the field's slicing arguments ask for, or `undefined` when none is given
+ * (nor defaulted in the schema, IBM §8.2). Several given: the largest (IBM §8.2). A value
+ * that is not a non-negative integer (null, -1, 2.5, "10") counts as `fallback`: it must
+ * never make a field cheaper than the size the server falls back to.
+ *
+ * `requireOneSlicingArgument` (IBM §8.4) lets an analysis refuse a query; this one never
+ * throws for a valid document, and the largest size (or `fallback`) is already the upper
+ * bound, so it does not change the cost.
+ */
+export function sliceSize(
+  rt: GraphQLRuntime,
+  listSize: ListSizeInfo,
+  node: { readonly arguments?: readonly ArgumentNode[] },
+  field: GraphQLField<unknown, unknown>,
+  scope: VariableScope,
+  fallback: number,
+): number | undefined {
+  let size: number | undefined;
+  for (const name of listSize.slicingArguments) {
+    const given = node.arguments?.find((a) => a.name.value === name);
+    let value: Resolved = given ? resolve(rt, given.value, scope) : ABSENT;
+    if (value === ABSENT) {
+      const def = field.args.find((a) => a.name === name);
+      value = def?.defaultValue === undefined ? ABSENT : def.defaultValue;
+    }
+    if (value === ABSENT) continue;
+    const n = typeof value === 'number' && Number.isInteger(value) && value >= 0 ? value : fallback;
+    size = size === undefined ? n : Math.max(size, n);
+  }
+  return size;
+}
+
+/**
+ * Whether `@skip(if: true)` or `@include(if: false)` leaves the selection out of execution.
+ * A condition that cannot be read (a variable neither sent nor defaulted) keeps it in: an
+ * upper bound errs towards counting.
+ */
+export function isExcluded(
+  rt: GraphQLRuntime,
+  directives: readonly DirectiveNode[] | undefined,
+  scope: VariableScope,
+): boolean {
+  if (!directives || directives.length === 0) return false;
+  for (const directive of directives) {
+    const name = directive.name.value;
+    if (name !== 'skip' && name !== 'include') continue;
+    const arg = directive.arguments?.find((a) => a.name.value === 'if');
+    const value = arg ? resolve(rt, arg.value, scope) : ABSENT;
+    if (name === 'skip' && value === true) return true;
+    if (name === 'include' && value === false) return true;
+  }
+  return false;
+}
+
+/**
+ * The weight of the arguments given to one field (cost points, may be negative), IBM
+ * §5.3.2.2: each given argument adds its `@cost` weight once (0 by default), and each input
+ * object in it adds 1 (IBM §7.1, composite input types) or its argument's `@cost`, plus the
+ * weights of the input fields it sets. An argument set to `null`, or to a variable that was
+ * not sent and has no default, adds nothing.
+ */
+export function argumentsCost(
+  rt: GraphQLRuntime,
+  nodes: readonly ArgumentNode[] | undefined,
+  args: ReadonlyMap<string, GraphQLArgument>,
+  scope: VariableScope,
+): number {
+  if (!nodes || nodes.length === 0) return 0;
+  let cost = 0;
+  for (const node of nodes) {
+    const def = args.get(node.name.value);
+    if (!def) continue;
+    const weight = declaredWeight(rt, def);
+    // The common case, a plain scalar argument without @cost, costs nothing: skip reading it.
+    if (weight === undefined && rt.isLeafType(rt.getNamedType(def.type))) continue;
+    const value = resolve(rt, node.value, scope);
+    if (value !== ABSENT) cost += inputCost(rt, value, def.type, weight, 0);
+  }
+  return cost;
+}
+
+const directiveArgs = new WeakMap<GraphQLDirective, ReadonlyMap<string, GraphQLArgument>>();
+
+/**
+ * The weight of the arguments given to the directives on one field (IBM §5.3.2.2: a field
+ * adds the cost of its directives, e.g. `@approx(tolerance:)` with a weighted argument).
+ * `@skip` and `@include` only decide whether the field counts at all.
+ */
+export function directivesCost(
+  rt: GraphQLRuntime,
+  schema: GraphQLSchema,
+  directives: readonly DirectiveNode[] | undefined,
+  scope: VariableScope,
+): number {
+  if (!directives || directives.length === 0) return 0;
+  let cost = 0;
+  for (const node of directives) {
+    const name = node.name.value;
+    if (name === 'skip' || name === 'include' || !node.arguments?.length) continue;
+    const def = schema.getDirective(name);
+    if (!def) continue;
+    let args = directiveArgs.get(def);
+    if (!args) directiveArgs.set(def, (args = new Map(def.args.map((a) => [a.name, a]))));
+    cost += argumentsCost(rt, node.arguments, args, scope);
+  }
+  return cost;
+}
+
+function inputCost(
+  rt: GraphQLRuntime,
+  value: unknown,
+  type: GraphQLInputType,
+  weight: number | undefined,
+  depth: number,
+): number {
+  if (value === null || value === undefined || depth > MAX_INPUT_DEPTH) return 0;
+  const nullable = rt.isNonNullType(type) ? type.ofType : type;
+  if (rt.isListType(nullable)) {
+    // A single value where a list is expected is coerced to a list of one (GraphQL §3.11).
+    if (!Array.isArray(value)) return inputCost(rt, value, nullable.ofType, weight, depth + 1);
+    let cost = weight ?? 0;
+    for (const item of value) cost += inputCost(rt, item, nullable.ofType, undefined, depth + 1);
+    return cost;
+  }
+  if (rt.isInputObjectType(nullable)) {
+    if (typeof value !== 'object') return weight ?? 1;
+    let cost = weight ?? 1;
+    const fields = nullable.getFields();
+    for (const [name, fieldValue] of Object.entries(value as Record<string, unknown>)) {
+      const field = fields[name];
+      if (field) {
+        cost += inputCost(rt, fieldValue, field.type, declaredWeight(rt, field), depth + 1);
+      }
+    }
+    return cost;
+  }
+  return weight ?? 0;
+}
+
+/** A value node as plain data, variables replaced; `ABSENT` for an unset variable. */
+function resolve(rt: GraphQLRuntime, node: ValueNode, scope: VariableScope): Resolved {
+  switch (node.kind) {
+    case rt.Kind.VARIABLE: {
+      const name = node.name.value;
+      if (Object.prototype.hasOwnProperty.call(scope.values, name)) return scope.values[name];
+      const fallback = scope.defaults.get(name);
+      return fallback ? resolve(rt, fallback, scope) : ABSENT;
+    }
+    case rt.Kind.INT:
+    case rt.Kind.FLOAT:
+      return Number(node.value);
+    case rt.Kind.STRING:
+    case rt.Kind.ENUM:
+    case rt.Kind.BOOLEAN:
+      return node.value;
+    case rt.Kind.NULL:
+      return null;
+    case rt.Kind.LIST:
+      return node.values.map((v) => {
+        const item = resolve(rt, v, scope);
+        return item === ABSENT ? null : item;
+      });
+    case rt.Kind.OBJECT: {
+      const object: Record<string, unknown> = {};
+      for (const field of node.fields) {
+        const item = resolve(rt, field.value, scope);
+        if (item !== ABSENT) object[field.name.value] = item;
+      }
+      return object;
+    }
+  }
+  return ABSENT;
+}

@@ -1,0 +1,133 @@
+/**
+ * GraphQL operation cost (DESIGN §14): what an operation may cost before it runs, and what it
+ * did cost after, from the IBM GraphQL Cost Directive weights (`@cost`, `@listSize`, or their
+ * code-first twins) with defaults that keep an unannotated schema safe. Pure: no Nest, no
+ * Redis, and the app's own `graphql` module is passed in as `runtime`.
+ *
+ * The model is Apollo Router's "demand control" reading of the IBM spec: an operation costs
+ * its type's base cost plus its fields; a field costs its list size times (its weight plus
+ * its selections) plus its arguments' weights. The IBM spec's own prose counts a list field's
+ * weight once per resolver call instead (`users(max: 5) { age @cost(2) }` is 11 there, 15 here):
+ * counting every returned object is the upper bound GitHub and Shopify charge for.
+ */
+import type { DocumentNode, GraphQLSchema } from 'graphql';
+import { selectionsActual } from './actual.js';
+import {
+  clamp,
+  pickOperation,
+  rootType,
+  variableDefaults,
+  type OperationTypeCost,
+  type Walk,
+} from './context.js';
+import { selectionsCost } from './requested.js';
+import type { GraphQLRuntime } from './runtime.js';
+
+export type { OperationTypeCost } from './context.js';
+
+/** Tuning of the analysis; every field is optional. */
+export interface CostOptions {
+  /**
+   * Items assumed in a list whose size neither a slicing argument nor `@listSize(assumedSize)`
+   * gives: default 10, as Apollo Router's documented `list_size` example (the IBM spec has no
+   * default: it asks for `@listSize` on every list). Set it to the largest page your
+   * resolvers return unasked. A non-negative integer.
+   */
+  readonly defaultListSize?: number;
+  /**
+   * Base cost points of each operation type, merged over the default
+   * `{ query: 0, mutation: 10, subscription: 0 }` (Apollo Router demand control, and
+   * Shopify's 10 points per mutation: a write costs more than the objects it returns).
+   */
+  readonly operationTypeCost?: Partial<OperationTypeCost>;
+  /**
+   * Whether the introspection meta-fields `__schema` and `__type` count, with the same
+   * defaults as any field (each `__Type`, `__Field`... object 1, lists `defaultListSize`):
+   * default `true`, since they run resolvers and build lists as long as the schema is wide.
+   * `false` makes them free (e.g. introspection is disabled in production anyway and dev tools
+   * must not be refused). `__typename` is always free: no resolver runs for it.
+   */
+  readonly countIntrospection?: boolean;
+}
+
+/** One operation to analyse, as the server received it. */
+export interface OperationInput {
+  /** The schema the operation runs against (built by the same `graphql` as `runtime`). */
+  readonly schema: GraphQLSchema;
+  /** The parsed, validated document. */
+  readonly document: DocumentNode;
+  /** Which operation of the document runs; required when it holds several. */
+  readonly operationName?: string | null;
+  /** The request's raw variables (not yet coerced). */
+  readonly variables?: Readonly<Record<string, unknown>> | null;
+}
+
+/** Default `CostOptions.defaultListSize`, in items. */
+export const DEFAULT_LIST_SIZE = 10;
+
+/** Default `CostOptions.operationTypeCost`, in cost points. */
+export const DEFAULT_OPERATION_TYPE_COST: OperationTypeCost = Object.freeze({
+  query: 0,
+  mutation: 10,
+  subscription: 0,
+});
+
+/**
+ * The requested (worst-case, upper-bound) cost of the operation, before execution, in cost
+ * points: a finite number from 0 to `Number.MAX_SAFE_INTEGER`, not rounded (weights may be
+ * fractional: round up before charging). One walk over the operation, linear in its size
+ * (named fragments and abstract types are walked once per object type they apply to).
+ *
+ * Throws an `Error` only for a document validation refuses: no operation, an unknown
+ * `operationName`, several operations without one, a root type the schema lacks.
+ */
+export function requestedCost(
+  runtime: GraphQLRuntime,
+  input: OperationInput,
+  options?: CostOptions,
+): number {
+  const { walk, base, root, set } = prepare(runtime, input, options);
+  return clamp(base + selectionsCost(walk, set, root, undefined));
+}
+
+/**
+ * The actual cost of the executed operation, in cost points, from its result's `data`
+ * (IBM §5.1.3): lists at their returned length, a null value costing its field's weight and
+ * nothing below it, an interface or union value at its `__typename`'s type (the most
+ * expensive possible type when `data` lacks `__typename`). Never more than `requestedCost`
+ * for the same input. `data: null` (nothing ran) costs the operation's base cost.
+ */
+export function actualCost(
+  runtime: GraphQLRuntime,
+  input: OperationInput & { readonly data: unknown },
+  options?: CostOptions,
+): number {
+  const { walk, base, root, set } = prepare(runtime, input, options);
+  const data = input.data;
+  if (typeof data !== 'object' || data === null || Array.isArray(data)) return clamp(base);
+  return clamp(
+    base + selectionsActual(walk, set, root, data as Record<string, unknown>, undefined),
+  );
+}
+
+function prepare(runtime: GraphQLRuntime, input: OperationInput, options: CostOptions | undefined) {
+  const { operation, fragments } = pickOperation(runtime, input.document, input.operationName);
+  const root = rootType(input.schema, operation);
+  const listSize = options?.defaultListSize;
+  const walk: Walk = {
+    rt: runtime,
+    introspection: options?.countIntrospection !== false,
+    schema: input.schema,
+    scope: { values: input.variables ?? {}, defaults: variableDefaults(operation) },
+    fragments,
+    defaultListSize:
+      listSize !== undefined && Number.isInteger(listSize) && listSize >= 0
+        ? listSize
+        : DEFAULT_LIST_SIZE,
+    active: new Set(),
+    memo: undefined,
+  };
+  const kind = String(operation.operation) as keyof OperationTypeCost;
+  const base = options?.operationTypeCost?.[kind] ?? DEFAULT_OPERATION_TYPE_COST[kind] ?? 0;
+  return { walk, base, root, set: operation.selectionSet };
+}

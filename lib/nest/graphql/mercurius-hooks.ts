@@ -1,0 +1,107 @@
+import { Inject, Injectable, Optional, type OnApplicationBootstrap } from '@nestjs/common';
+import { HttpAdapterHost } from '@nestjs/core';
+import { OPERATION_COSTS } from './tokens.js';
+import {
+  isRefusal,
+  type Charge,
+  type OperationCosts,
+  type OperationRequest,
+} from './operation-costs.js';
+
+type Obj = Record<string, unknown>;
+
+/** The parts of Mercurius (`fastify.graphql`) these hooks use. */
+interface Mercurius {
+  addHook(
+    name: 'preExecution',
+    hook: (
+      schema: OperationRequest['schema'],
+      document: OperationRequest['document'],
+      context: Obj,
+      variables?: Record<string, unknown>,
+    ) => Promise<void>,
+  ): void;
+  addHook(
+    name: 'onResolution',
+    hook: (
+      execution: { data?: unknown; errors?: unknown[]; extensions?: object },
+      context: Obj,
+    ) => Promise<void>,
+  ): void;
+}
+
+function isObject(value: unknown): value is Obj {
+  return typeof value === 'object' && value !== null;
+}
+
+/**
+ * The operation name the request gave: Mercurius's `preExecution` hook is not told it. From
+ * the body (POST; one element of a batch, `context.operationId`) or the query string (GET).
+ */
+function operationNameOf(context: Obj): string | undefined {
+  const request = isObject(context.reply) ? context.reply.request : undefined;
+  if (!isObject(request)) return undefined;
+  let body: unknown = request.body ?? request.query;
+  if (Array.isArray(body))
+    body = body[typeof context.operationId === 'number' ? context.operationId : 0];
+  const name = isObject(body) ? body.operationName : undefined;
+  return typeof name === 'string' ? name : undefined;
+}
+
+/**
+ * GraphQL operation cost on Mercurius (DESIGN §14): `preExecution` computes the requested
+ * cost and charges the budget before any resolver runs, a refusal is thrown (Mercurius answers
+ * it with its status: 400, 429 or 503); `onResolution` gives back what the operation did not
+ * use and adds `extensions.cost`. Installed on the Fastify instance's `graphql` once every
+ * module has started (Nest's Mercurius driver registers Mercurius in its `onModuleInit`).
+ */
+@Injectable()
+export class MercuriusOperationCostHooks implements OnApplicationBootstrap {
+  constructor(
+    @Inject(HttpAdapterHost) private readonly adapterHost: HttpAdapterHost,
+    @Optional() @Inject(OPERATION_COSTS) private readonly costs?: OperationCosts | null,
+  ) {}
+
+  onApplicationBootstrap(): void {
+    const costs = this.costs;
+    const instance: unknown = this.adapterHost.httpAdapter?.getInstance?.();
+    const mercurius = isObject(instance) ? instance.graphql : undefined;
+    // `fastify.graphql` is Mercurius's query function, carrying `addHook`.
+    if (
+      !costs ||
+      typeof mercurius !== 'function' ||
+      typeof (mercurius as unknown as Obj).addHook !== 'function'
+    )
+      return;
+    // Per operation: Mercurius gives each operation of a batch a context of its own.
+    const charges = new WeakMap<object, { op: OperationRequest; charge: Charge }>();
+    const hooks = mercurius as unknown as Mercurius;
+    hooks.addHook('preExecution', async (schema, document, context, variables) => {
+      const op: OperationRequest = {
+        schema,
+        document,
+        operationName: operationNameOf(context),
+        variables,
+        contextValue: context,
+      };
+      const charged = await costs.charge(op);
+      if (isRefusal(charged)) {
+        const error = costs.error(charged);
+        // Mercurius answers with the `statusCode` of the error a hook throws.
+        throw Object.assign(new Error(error.message), {
+          extensions: (error as { extensions?: object }).extensions,
+          statusCode: charged.status,
+        });
+      }
+      charges.set(context, { op, charge: charged });
+    });
+    hooks.addHook('onResolution', async (execution, context) => {
+      const charged = charges.get(context);
+      if (charged === undefined) return;
+      charges.delete(context);
+      const errors = Array.isArray(execution.errors) && execution.errors.length > 0;
+      const cost = await costs.settle(charged.op, charged.charge, execution.data, errors);
+      if (costs.inResponse) execution.extensions = { ...execution.extensions, cost };
+    });
+  }
+}

@@ -1,0 +1,158 @@
+/**
+ * GraphQL operation cost (issue 25), on Apollo (Express) and Mercurius (Fastify), code-first
+ * and schema-first, on the shared test Redis: an operation is priced from its document before
+ * any resolver runs, refused over `maxCost`, charged its requested cost to a points budget once
+ * and refunded down to its actual cost; `extensions.cost` and the budget's headers say so.
+ *
+ * The app (support/cost-app.ts): `posts(first)` returns at most 3 posts, each `author` weighs 2.
+ * `posts(first: 5) { id author { id } }` requests 5 × (1 + 2) = 15 points (a Post is an object:
+ * 1; `id` a scalar: 0) and costs 3 × 3 = 9.
+ */
+import 'reflect-metadata';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
+import { Redis } from 'ioredis';
+import { redisUrl } from '../harness/redis.js';
+import { uniquePrefix } from '../e2e/support/app.js';
+import { loadableMercurius } from './support/mercurius-interop.js';
+
+await loadableMercurius();
+const { operation, post, runs, startCostApp } = await import('./support/cost-app.js');
+type CostApp = Awaited<ReturnType<typeof startCostApp>>;
+
+const POSTS_5 = '{ posts(first: 5) { id author { id } } }';
+const FIFTY_ALIASES = `{ ${Array.from(
+  { length: 50 },
+  (_, i) => `a${i}: posts(first: 100) { id author { id } }`,
+).join(' ')} }`;
+
+function resetRuns(): void {
+  runs.posts = 0;
+  runs.author = 0;
+  runs.me = 0;
+}
+
+describe.each([
+  ['apollo', 'code-first'],
+  ['mercurius', 'code-first'],
+  ['apollo', 'schema-first'],
+  ['mercurius', 'schema-first'],
+] as const)('operation cost on %s, %s', (server, style) => {
+  let app: CostApp;
+  let prefix: string;
+  const redis = new Redis(redisUrl());
+
+  beforeAll(async () => {
+    prefix = uniquePrefix();
+    app = await startCostApp(server, style, {
+      redis: redisUrl(),
+      prefix,
+      timeoutMs: 2000,
+      graphql: { maxCost: 1000, budget: { rate: '1000/h', key: (ctx) => userOf(ctx) } },
+    });
+  });
+  afterAll(async () => {
+    await app.close();
+    redis.disconnect();
+  });
+  beforeEach(resetRuns);
+
+  it('refuses the 50-alias query before any resolver runs, spending nothing', async () => {
+    const reply = await operation(app.url, FIFTY_ALIASES, undefined, { 'x-user': 'alias' });
+    expect(reply.status).toBe(400);
+    expect(reply.body.errors).toHaveLength(1);
+    expect(reply.body.errors![0]!.extensions).toMatchObject({
+      code: 'MAX_COST_EXCEEDED',
+      cost: 15_000,
+      maxCost: 1000,
+    });
+    expect(runs).toEqual({ posts: 0, author: 0, me: 0 });
+    const after = await operation(app.url, POSTS_5, undefined, { 'x-user': 'alias' });
+    expect(after.body.extensions?.cost).toEqual({
+      requestedQueryCost: 15,
+      actualQueryCost: 9,
+      throttleStatus: { maximumAvailable: 1000, currentlyAvailable: 991, restoreRate: 0.278 },
+    });
+  });
+
+  it('charges the requested cost, refunds down to the actual cost, and says so', async () => {
+    const first = await operation(app.url, POSTS_5, undefined, { 'x-user': 'refund' });
+    expect(first.status).toBe(200);
+    expect(first.body.errors).toBeUndefined();
+    expect(first.body.extensions?.cost).toEqual({
+      requestedQueryCost: 15,
+      actualQueryCost: 9,
+      throttleStatus: { maximumAvailable: 1000, currentlyAvailable: 991, restoreRate: 0.278 },
+    });
+    // The headers were sent before the refund: they show the charge.
+    expect(first.headers.get('x-ratelimit-remaining')).toBe('985');
+    const second = await operation(app.url, POSTS_5, undefined, { 'x-user': 'refund' });
+    expect(second.body.extensions?.cost?.throttleStatus).toMatchObject({
+      currentlyAvailable: 982,
+    });
+  });
+
+  it('costs nothing for fields left out by @include(if: false)', async () => {
+    const reply = await operation(
+      app.url,
+      'query ($on: Boolean!) { posts(first: 50) @include(if: $on) { id } me }',
+      { on: false },
+      { 'x-user': 'include' },
+    );
+    expect(reply.body.data).toEqual({ me: 'me' });
+    expect(reply.body.extensions?.cost).toMatchObject({
+      requestedQueryCost: 0,
+      actualQueryCost: 0,
+    });
+    expect(runs.posts).toBe(0);
+  });
+
+  it('charges each operation of a batch, the sum in all', async () => {
+    const batch = Array.from({ length: 10 }, () => ({ query: POSTS_5 }));
+    const { status, json } = await post(app.url, batch, { 'x-user': 'batch' });
+    expect(status).toBe(200);
+    const replies = json as { extensions?: { cost?: { actualQueryCost: number } } }[];
+    expect(replies).toHaveLength(10);
+    expect(replies.map((r) => r.extensions?.cost?.actualQueryCost)).toEqual(Array(10).fill(9));
+    const next = await operation(app.url, POSTS_5, undefined, { 'x-user': 'batch' });
+    // 1000 - 10 × 9 = 910 before it, 901 after its own 9.
+    expect(next.body.extensions?.cost?.throttleStatus).toMatchObject({ currentlyAvailable: 901 });
+  });
+
+  it('refuses an operation over the budget with 429, Retry-After and no resolver run', async () => {
+    const tight = await startCostApp(server, style, {
+      redis: redisUrl(),
+      prefix: uniquePrefix(),
+      timeoutMs: 2000,
+      graphql: { budget: '40/h' },
+    });
+    try {
+      for (let i = 0; i < 2; i++) {
+        const ok = await operation(tight.url, '{ posts(first: 3) { id author { id } } }');
+        expect(ok.body.extensions?.cost).toMatchObject({
+          requestedQueryCost: 9,
+          actualQueryCost: 9,
+        });
+      }
+      resetRuns();
+      // 40 - 18 = 22 left: an operation requesting 30 is refused whole.
+      const refused = await operation(tight.url, '{ posts(first: 10) { id author { id } } }');
+      expect(refused.status).toBe(429);
+      expect(refused.body.errors![0]!.extensions).toMatchObject({
+        code: 'RATE_LIMITED',
+        cost: 30,
+      });
+      expect(Number(refused.headers.get('retry-after'))).toBeGreaterThan(0);
+      expect(refused.headers.get('x-ratelimit-remaining')).toBe('0');
+      expect(runs).toEqual({ posts: 0, author: 0, me: 0 });
+    } finally {
+      await tight.close();
+    }
+  });
+});
+
+/** The user of a request, from the `x-user` header (no authentication in this app). */
+function userOf(ctx: import('@nestjs/common').ExecutionContext): string | undefined {
+  const context = ctx.getArgByIndex<{ req?: { headers?: Record<string, unknown> } }>(2);
+  const user = context?.req?.headers?.['x-user'];
+  return typeof user === 'string' ? `user:${user}` : undefined;
+}
