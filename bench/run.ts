@@ -3,7 +3,7 @@
  * bench/results/<date>.json with the machine facts, and its chart beside it
  * (bench/results/<date>.svg, see chart.ts). See bench/README.md.
  *
- *   BENCH_PARTS=http,store,scripts,memory,hotkey   which parts (default: all)
+ *   BENCH_PARTS=http,store,scripts,memory,hotkey,graphql   which parts (default: all)
  *   BENCH_ROUNDS=3      interleaved rounds per part (medians are reported)
  *   BENCH_DURATION=4    seconds per HTTP variant per round
  *   BENCH_CONNECTIONS=64  autocannon connections
@@ -18,6 +18,7 @@ import { cpus, totalmem } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { prepareBaseline, type Baseline } from './baseline.js';
 import { writeChart } from './chart.js';
+import { runGraphQLBench } from './graphql/analysis.js';
 import { runHttpBench } from './http/index.js';
 import { BUSY, contenders, newClient } from './redis/contenders.js';
 import { runHotKeyBench } from './redis/hotkey.js';
@@ -28,7 +29,7 @@ import { runStoreBench } from './redis/store.js';
 import { startRedis } from './support.js';
 
 const env = process.env;
-const parts = new Set((env.BENCH_PARTS ?? 'http,store,scripts,memory,hotkey').split(','));
+const parts = new Set((env.BENCH_PARTS ?? 'http,store,scripts,memory,hotkey,graphql').split(','));
 const rounds = Number(env.BENCH_ROUNDS ?? 3);
 const log = (line: string) => console.log(line);
 const began = Date.now();
@@ -115,6 +116,9 @@ try {
       concurrency: 64,
       log,
     });
+  }
+  if (parts.has('graphql')) {
+    results.graphql = await runGraphQLBench({ rounds, operations: 3000, log });
   }
   const seconds = (Date.now() - began) / 1000;
   results.seconds = seconds;

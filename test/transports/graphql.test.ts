@@ -55,7 +55,7 @@ class CatalogResolver {
 
   @Query(() => [Int])
   @RateLimit('100/m', {
-    cost: (ctx) => Math.ceil((rateLimitContext(ctx).args?.first ?? 10) / 10),
+    cost: (ctx) => Math.max(1, Math.ceil((rateLimitContext(ctx).args?.first ?? 10) / 10)),
   })
   items(@Args('first', { type: () => Int, nullable: true }) first?: number) {
     return Array.from({ length: Math.min(first ?? 10, 3) }, (_, i) => i);
@@ -264,7 +264,7 @@ describe('the README', () => {
   it('documents the cost recipe the resolver above uses', () => {
     const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
     expect(readme).toContain(
-      'cost: (ctx) => Math.ceil((rateLimitContext(ctx).args?.first ?? 10) / 10),',
+      'cost: (ctx) => Math.max(1, Math.ceil((rateLimitContext(ctx).args?.first ?? 10) / 10)),',
     );
   });
 });
