@@ -114,7 +114,7 @@ export {
 } from './nest/transports/graphql.js';
 export { rateLimitedSubscriptionsAsErrors } from './nest/transports/graphql-ws.js';
 export type { GraphQLCostBudget, GraphQLCostOptions } from './nest/graphql/options.js';
-export type { OperationCostExtension } from './nest/graphql/operation-costs.js';
+export type { OperationCostExtension } from './nest/graphql/cost-extension.js';
 export {
   recordHandshake,
   type HandshakeRequest,

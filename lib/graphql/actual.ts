@@ -10,6 +10,7 @@ import {
   applies,
   fieldInfo,
   listSizes,
+  memoKey,
   ownWeight,
   type FieldInfo,
   type ListSizes,
@@ -105,9 +106,11 @@ function listActual(
 }
 
 /**
- * One returned value. For an interface or union, its `__typename` in `data` (under any alias)
- * names its object type; without it, the most expensive possible type is counted, as the
- * requested cost did.
+ * One returned value. For an interface or union, the real `__typename` in `data` names its
+ * object type (`typeOf`); without one, every possible type's reading is counted and the most
+ * expensive kept, as the requested cost did. Each reading of a value is remembered, so the
+ * values below it are not walked again for each reading of each ancestor: the walk is linear
+ * in the size of `data` times the possible types.
  */
 function itemActual(
   walk: Walk,
@@ -131,11 +134,40 @@ function itemActual(
   let max = ownWeight(walk, info);
   for (const member of schema.getPossibleTypes(named)) {
     const weight = info.weight ?? typeWeight(rt, schema, member);
-    max = Math.max(max, weight + selectionsActual(walk, set, member, data, sized));
+    max = Math.max(max, weight + rememberedActual(walk, set, member, data, sized));
   }
   return max;
 }
 
+/** `selectionsActual` of one reading of a value, remembered for this call. */
+function rememberedActual(
+  walk: Walk,
+  set: SelectionSetNode,
+  type: GraphQLObjectType,
+  data: Data,
+  sized: Sized | undefined,
+): number {
+  walk.actualMemo ??= new Map();
+  let bySet = walk.actualMemo.get(data);
+  if (!bySet) walk.actualMemo.set(data, (bySet = new Map()));
+  let byType = bySet.get(set);
+  if (!byType) bySet.set(set, (byType = new Map()));
+  const key = memoKey(type, sized);
+  let cost = byType.get(key);
+  if (cost === undefined) {
+    cost = selectionsActual(walk, set, type, data, sized);
+    byType.set(key, cost);
+  }
+  return cost;
+}
+
+/**
+ * The object type of an abstract value, from a response key that the selection set maps to
+ * the real `__typename` meta field only (`__typename`, or an alias of it such as
+ * `t: __typename`), and only if it names a possible type of `abstract`. A key that is an alias
+ * of another field anywhere in the set (`__typename: title`, a client's attempt to name a
+ * cheaper type) is never read; `undefined` when no key can be trusted.
+ */
 function typeOf(
   walk: Walk,
   abstract: GraphQLNamedType,
@@ -144,16 +176,40 @@ function typeOf(
 ): GraphQLObjectType | undefined {
   const { rt, schema } = walk;
   if (!rt.isAbstractType(abstract)) return undefined;
-  let name = data['__typename'];
-  if (typeof name !== 'string') {
-    for (const selection of set.selections) {
-      if (selection.kind === rt.Kind.FIELD && selection.name.value === '__typename') {
-        name = data[selection.alias?.value ?? '__typename'];
-        if (typeof name === 'string') break;
+  for (const key of typenameKeys(walk, set)) {
+    const name = data[key];
+    if (typeof name !== 'string') continue;
+    const type = schema.getType(name);
+    return type && rt.isObjectType(type) && schema.isSubType(abstract, type) ? type : undefined;
+  }
+  return undefined;
+}
+
+/** The response keys of `set` (fragments included) under which only `__typename` is selected. */
+function typenameKeys(walk: Walk, set: SelectionSetNode): readonly string[] {
+  walk.typenameKeys ??= new Map();
+  let keys = walk.typenameKeys.get(set);
+  if (keys) return keys;
+  const trusted = new Map<string, boolean>();
+  const visit = (current: SelectionSetNode, seen: Set<string>): void => {
+    for (const selection of current.selections) {
+      if (selection.kind === walk.rt.Kind.FIELD) {
+        const key = selection.alias?.value ?? selection.name.value;
+        const real = selection.name.value === '__typename';
+        trusted.set(key, (trusted.get(key) ?? true) && real);
+      } else if (selection.kind === walk.rt.Kind.INLINE_FRAGMENT) {
+        visit(selection.selectionSet, seen);
+      } else {
+        const name = selection.name.value;
+        const fragment = walk.fragments.get(name);
+        if (!fragment || seen.has(name)) continue;
+        seen.add(name);
+        visit(fragment.selectionSet, seen);
       }
     }
-  }
-  if (typeof name !== 'string') return undefined;
-  const type = schema.getType(name);
-  return type && rt.isObjectType(type) && schema.isSubType(abstract, type) ? type : undefined;
+  };
+  visit(set, new Set());
+  keys = [...trusted].filter(([, real]) => real).map(([key]) => key);
+  walk.typenameKeys.set(set, keys);
+  return keys;
 }

@@ -58,8 +58,30 @@ export interface Walk {
   readonly introspection: boolean;
   /** Named fragments being walked, so that a cycle (invalid anyway) cannot recurse forever. */
   readonly active: Set<string>;
-  /** Selection set × object type → cost, for fragments and abstract types met again. */
+  /**
+   * Requested cost of a selection set on one object type under one handed-down size
+   * (`memoKey`), for fragments and abstract types met again.
+   */
   memo: Map<SelectionSetNode, Map<string, number>> | undefined;
+  /**
+   * Actual cost of a selection set on one returned object read as one possible type of an
+   * abstract type (`memoKey`): a value without `__typename` is walked once per possible type,
+   * and its descendants must not be walked again for each of those readings.
+   */
+  actualMemo: Map<object, Map<SelectionSetNode, Map<string, number>>> | undefined;
+  /** The response keys under which a selection set holds only the real `__typename`. */
+  typenameKeys: Map<SelectionSetNode, readonly string[]> | undefined;
+}
+
+/**
+ * The key of a remembered walk of one selection set: its object type and the size a
+ * `sizedFields` parent hands down, which is part of the answer.
+ */
+export function memoKey(type: GraphQLObjectType, sized: Sized | undefined): string {
+  if (!sized) return type.name;
+  let key = `${type.name}:${sized.size}`;
+  for (const name of sized.names) key += `:${name}`;
+  return key;
 }
 
 /** List sizes of one field in one place of the operation. */
@@ -196,15 +218,35 @@ export function fieldInfo(
   return info;
 }
 
-const PAGING_ARGUMENTS = ['first', 'last'];
-const CONNECTION_LISTS = ['edges', 'nodes'];
+/**
+ * The names of Int arguments taken as slicing arguments on a field that has no `@listSize`:
+ * the Relay `first`/`last` (GitHub, Shopify) and the common page sizes of offset pagination
+ * (`limit`, `take` as in Prisma and TypeORM, `pageSize`, `perPage`, `top` as in OData).
+ * Several given: the largest counts (IBM §8.2). An argument of another type (`limit: String`,
+ * `first: [Int]`) is not one. A field's own `@listSize(slicingArguments:)` replaces them.
+ */
+export const INFERRED_SLICING_ARGUMENTS: readonly string[] = Object.freeze([
+  'first',
+  'last',
+  'limit',
+  'take',
+  'pageSize',
+  'perPage',
+  'top',
+]);
 
 /**
- * A `@listSize` for a field that has none, by the Relay connection convention GitHub and
- * Shopify follow: Int arguments `first`/`last` slice a list field, or, on a field returning
- * an object with list fields `edges`/`nodes` (a connection), size those. Without it an
- * unannotated `posts(first: 100)` would count 10 posts (`defaultListSize`) and an upper bound
- * would not be one.
+ * The list fields of a connection that take its slice when the field returning it has no
+ * `@listSize` (the Relay convention): `edges` and `nodes`.
+ */
+export const INFERRED_SIZED_FIELDS: readonly string[] = Object.freeze(['edges', 'nodes']);
+
+/**
+ * A `@listSize` for a field that has none, by the conventions GitHub, Shopify and most
+ * offset-paginated APIs follow: an Int argument named in `INFERRED_SLICING_ARGUMENTS` slices a
+ * list field, or, on a field returning an object with list fields `edges`/`nodes` (a
+ * connection), sizes those. Without it an unannotated `posts(limit: 10000)` would count 10
+ * posts (`defaultListSize`) and an upper bound would not be one.
  */
 function inferredListSize(
   rt: GraphQLRuntime,
@@ -213,7 +255,11 @@ function inferredListSize(
   listDepth: number,
 ): ListSizeInfo | undefined {
   const slicing = def.args
-    .filter((a) => PAGING_ARGUMENTS.includes(a.name) && rt.getNamedType(a.type).name === 'Int')
+    .filter((a) => {
+      if (!INFERRED_SLICING_ARGUMENTS.includes(a.name)) return false;
+      const type = rt.getNullableType(a.type);
+      return !rt.isListType(type) && rt.getNamedType(type).name === 'Int';
+    })
     .map((a) => a.name);
   if (slicing.length === 0) return undefined;
   let sizedFields: Set<string> | undefined;
@@ -221,7 +267,7 @@ function inferredListSize(
     if (!rt.isObjectType(named) && !rt.isInterfaceType(named)) return undefined;
     const fields = named.getFields();
     sizedFields = new Set(
-      CONNECTION_LISTS.filter((name) => {
+      INFERRED_SIZED_FIELDS.filter((name) => {
         const field = fields[name];
         return field !== undefined && rt.isListType(rt.getNullableType(field.type));
       }),

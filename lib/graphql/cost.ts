@@ -48,6 +48,16 @@ export interface CostOptions {
    * must not be refused). `__typename` is always free: no resolver runs for it.
    */
   readonly countIntrospection?: boolean;
+  /**
+   * The least an operation costs, in cost points, applied to the requested and the actual
+   * cost alike (`max(minimumCost, cost)`): default 1, as GitHub's GraphQL API charges every
+   * call at least 1 point, a single request (GitHub Docs, "Rate limits and query limits for the
+   * GraphQL API", https://docs.github.com/en/graphql/overview/rate-limits-and-query-limits-for-the-graphql-api).
+   * So an operation that selects only scalars, or only `{ __typename }`, is never free and a
+   * budget can refuse it. `0` gives the raw cost. A non-negative finite number (rounded up);
+   * anything else counts as the default.
+   */
+  readonly minimumCost?: number;
 }
 
 /** One operation to analyse, as the server received it. */
@@ -65,6 +75,9 @@ export interface OperationInput {
 /** Default `CostOptions.defaultListSize`, in items. */
 export const DEFAULT_LIST_SIZE = 10;
 
+/** Default `CostOptions.minimumCost`, in cost points. */
+export const DEFAULT_MINIMUM_COST = 1;
+
 /** Default `CostOptions.operationTypeCost`, in cost points. */
 export const DEFAULT_OPERATION_TYPE_COST: OperationTypeCost = Object.freeze({
   query: 0,
@@ -74,9 +87,11 @@ export const DEFAULT_OPERATION_TYPE_COST: OperationTypeCost = Object.freeze({
 
 /**
  * The requested (worst-case, upper-bound) cost of the operation, before execution, in cost
- * points: a finite number from 0 to `Number.MAX_SAFE_INTEGER`, not rounded (weights may be
- * fractional: round up before charging). One walk over the operation, linear in its size
- * (named fragments and abstract types are walked once per object type they apply to).
+ * points: an integer from `minimumCost` (default 1) to `Number.MAX_SAFE_INTEGER`. Fractional
+ * weights add up to a fraction that is rounded up (`Math.ceil`), so that callers charge whole
+ * points and never less than the weights say. One walk over the operation, linear in its size
+ * times the possible types of its abstract types (a selection set is walked once per object
+ * type and handed-down list size it meets).
  *
  * Throws an `Error` only for a document validation refuses: no operation, an unknown
  * `operationName`, several operations without one, a root type the schema lacks.
@@ -86,28 +101,44 @@ export function requestedCost(
   input: OperationInput,
   options?: CostOptions,
 ): number {
-  const { walk, base, root, set } = prepare(runtime, input, options);
-  return clamp(base + selectionsCost(walk, set, root, undefined));
+  const { walk, base, root, set, minimum } = prepare(runtime, input, options);
+  return total(base + selectionsCost(walk, set, root, undefined), minimum);
 }
 
 /**
  * The actual cost of the executed operation, in cost points, from its result's `data`
  * (IBM §5.1.3): lists at their returned length, a null value costing its field's weight and
- * nothing below it, an interface or union value at its `__typename`'s type (the most
- * expensive possible type when `data` lacks `__typename`). Never more than `requestedCost`
- * for the same input. `data: null` (nothing ran) costs the operation's base cost.
+ * nothing below it, an interface or union value at the type its `__typename` names (the most
+ * expensive possible type when the operation selects no `__typename` there: only a response
+ * key that the operation maps to the real `__typename` is read, never another field aliased
+ * `__typename`). An integer, rounded up and at least `minimumCost` like `requestedCost`, and
+ * never more than `requestedCost` for the same input. `data: null` (nothing ran) costs the
+ * operation's base cost (or `minimumCost`). Linear in the size of `data` times the possible
+ * types of its abstract values.
  */
 export function actualCost(
   runtime: GraphQLRuntime,
   input: OperationInput & { readonly data: unknown },
   options?: CostOptions,
 ): number {
-  const { walk, base, root, set } = prepare(runtime, input, options);
+  const { walk, base, root, set, minimum } = prepare(runtime, input, options);
   const data = input.data;
-  if (typeof data !== 'object' || data === null || Array.isArray(data)) return clamp(base);
-  return clamp(
-    base + selectionsActual(walk, set, root, data as Record<string, unknown>, undefined),
-  );
+  if (typeof data !== 'object' || data === null || Array.isArray(data)) {
+    return total(base, minimum);
+  }
+  const cost = selectionsActual(walk, set, root, data as Record<string, unknown>, undefined);
+  return total(base + cost, minimum);
+}
+
+/**
+ * A raw total as returned: at least `minimum`, clamped to `[0, MAX_SAFE_INTEGER]`, and rounded
+ * up to an integer. A sum of fractional weights a float error above an integer (`0.7 + 2.2 +
+ * 0.1` is 3.0000000000000004) is that integer, not the next one.
+ */
+function total(raw: number, minimum: number): number {
+  const cost = clamp(Math.max(clamp(raw), minimum));
+  const nearest = Math.round(cost);
+  return Math.abs(cost - nearest) <= 1e-9 * Math.max(1, cost) ? nearest : Math.ceil(cost);
 }
 
 function prepare(runtime: GraphQLRuntime, input: OperationInput, options: CostOptions | undefined) {
@@ -126,8 +157,13 @@ function prepare(runtime: GraphQLRuntime, input: OperationInput, options: CostOp
         : DEFAULT_LIST_SIZE,
     active: new Set(),
     memo: undefined,
+    actualMemo: undefined,
+    typenameKeys: undefined,
   };
+  const min = options?.minimumCost;
+  const minimum =
+    typeof min === 'number' && Number.isFinite(min) && min >= 0 ? min : DEFAULT_MINIMUM_COST;
   const kind = String(operation.operation) as keyof OperationTypeCost;
   const base = options?.operationTypeCost?.[kind] ?? DEFAULT_OPERATION_TYPE_COST[kind] ?? 0;
-  return { walk, base, root, set: operation.selectionSet };
+  return { walk, base, root, set: operation.selectionSet, minimum };
 }

@@ -1,18 +1,23 @@
 /**
- * `nest-rate-limit/graphql`: the code-first cost decorators (`Cost`, `ListSize`, which load
- * `@nestjs/graphql`) and the operation cost analysis on its own (no Nest, no Redis, the app's
- * `graphql` passed in). The main entry never imports this file: the module's operation cost
- * reaches `cost.ts` directly, so an app without GraphQL loads none of it.
+ * `nest-rate-limit/graphql`: the operation cost analysis (`requestedCost`, `actualCost`) and
+ * the code-first cost decorators (`Cost`, `ListSize`). The analysis itself is pure: it uses no
+ * Nest and no Redis, and calls the app's own `graphql` module passed in as `runtime`. This
+ * entry is not Nest-free, though: it re-exports decorators.ts, which imports
+ * `@nestjs/graphql` (and with it `@nestjs/common` and `graphql`), so importing it needs those
+ * installed. The main entry never imports this file: the module's operation cost reaches
+ * `cost.ts` directly, so an app without GraphQL loads none of it.
  */
 export {
   actualCost,
   DEFAULT_LIST_SIZE,
+  DEFAULT_MINIMUM_COST,
   DEFAULT_OPERATION_TYPE_COST,
   requestedCost,
   type CostOptions,
   type OperationInput,
   type OperationTypeCost,
 } from './cost.js';
+export { INFERRED_SIZED_FIELDS, INFERRED_SLICING_ARGUMENTS } from './context.js';
 export type { GraphQLRuntime } from './runtime.js';
 export {
   COST_EXTENSION,

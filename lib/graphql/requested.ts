@@ -8,6 +8,7 @@ import {
   applies,
   fieldInfo,
   listSizes,
+  memoKey,
   mul,
   ownWeight,
   type FieldInfo,
@@ -101,10 +102,10 @@ export function itemCost(
 }
 
 /**
- * `selectionsCost`, remembered per selection set and object type for this call: a fragment
- * spread again, or an abstract type walked once per possible type, costs one walk, so
- * nested interfaces cannot multiply the work. Not remembered under a `sizedFields` parent,
- * whose size is part of the answer.
+ * `selectionsCost`, remembered per selection set, object type and handed-down size for this
+ * call: a fragment spread again, or an abstract type walked once per possible type, costs one
+ * walk, so nested interfaces (connections typed as interfaces included) cannot multiply the
+ * work. The walk stays linear in the document's size times the possible types.
  */
 function remembered(
   walk: Walk,
@@ -112,14 +113,14 @@ function remembered(
   type: GraphQLObjectType,
   sized: Sized | undefined,
 ): number {
-  if (sized) return selectionsCost(walk, set, type, sized);
   walk.memo ??= new Map();
   let byType = walk.memo.get(set);
   if (!byType) walk.memo.set(set, (byType = new Map()));
-  let cost = byType.get(type.name);
+  const key = memoKey(type, sized);
+  let cost = byType.get(key);
   if (cost === undefined) {
-    cost = selectionsCost(walk, set, type, undefined);
-    byType.set(type.name, cost);
+    cost = selectionsCost(walk, set, type, sized);
+    byType.set(key, cost);
   }
   return cost;
 }

@@ -10,7 +10,9 @@
  */
 import 'reflect-metadata';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
+import { createClient } from 'graphql-ws';
 import { Redis } from 'ioredis';
+import WebSocket from 'ws';
 import { redisUrl } from '../harness/redis.js';
 import { uniquePrefix } from '../e2e/support/app.js';
 import { loadableMercurius } from './support/mercurius-interop.js';
@@ -91,7 +93,7 @@ describe.each([
     });
   });
 
-  it('costs nothing for fields left out by @include(if: false)', async () => {
+  it('costs nothing for fields left out by @include(if: false): the minimum of 1', async () => {
     const reply = await operation(
       app.url,
       'query ($on: Boolean!) { posts(first: 50) @include(if: $on) { id } me }',
@@ -99,9 +101,10 @@ describe.each([
       { 'x-user': 'include' },
     );
     expect(reply.body.data).toEqual({ me: 'me' });
+    // `me` is a scalar (0); every operation costs at least `minimumCost` (1).
     expect(reply.body.extensions?.cost).toMatchObject({
-      requestedQueryCost: 0,
-      actualQueryCost: 0,
+      requestedQueryCost: 1,
+      actualQueryCost: 1,
     });
     expect(runs.posts).toBe(0);
   });
@@ -156,3 +159,72 @@ function userOf(ctx: import('@nestjs/common').ExecutionContext): string | undefi
   const user = context?.req?.headers?.['x-user'];
   return typeof user === 'string' ? `user:${user}` : undefined;
 }
+
+/**
+ * Review of issue 25: Nest's subscription server runs graphql-ws without Apollo's plugins, and
+ * graphql-ws takes queries and mutations too, so the 50-alias query sent over a WebSocket ran
+ * 250 `posts` and 750 `author` resolvers past `maxCost` and the budget.
+ */
+// Mercurius answers a query or mutation over its WebSocket with "Invalid operation: query".
+describe.each(['apollo'] as const)('operations over graphql-ws on %s', (server) => {
+  let app: CostApp;
+  beforeAll(async () => {
+    app = await startCostApp(
+      server,
+      'code-first',
+      {
+        redis: redisUrl(),
+        prefix: uniquePrefix(),
+        timeoutMs: 2000,
+        graphql: { maxCost: 1000, budget: '40/h' },
+      },
+      { subscriptions: { 'graphql-ws': true } },
+    );
+  });
+  afterAll(() => app.close());
+  beforeEach(resetRuns);
+
+  async function overWebSocket(query: string) {
+    const client = createClient({
+      url: `${app.url.replace('http', 'ws')}/graphql`,
+      webSocketImpl: WebSocket,
+      retryAttempts: 0,
+    });
+    try {
+      return await new Promise<{
+        data?: unknown;
+        errors?: { extensions?: Record<string, unknown> }[];
+      }>((resolve, reject) => {
+        let result: { data?: unknown; errors?: never[] } = {};
+        client.subscribe(
+          { query },
+          {
+            next: (value) => void (result = value as typeof result),
+            error: (error) =>
+              Array.isArray(error) ? resolve({ errors: error as never[] }) : reject(error as Error),
+            complete: () => resolve(result),
+          },
+        );
+      });
+    } finally {
+      await client.dispose();
+    }
+  }
+
+  it('refuses the 50-alias query before any resolver runs', async () => {
+    const reply = await overWebSocket(FIFTY_ALIASES);
+    expect(reply.errors?.length).toBeGreaterThan(0);
+    expect(reply.errors![0]!.extensions).toMatchObject({ code: 'MAX_COST_EXCEEDED', cost: 15_000 });
+    expect(runs).toEqual({ posts: 0, author: 0, me: 0 });
+  });
+
+  it('charges the budget: 40 points take two operations of 15, not a third', async () => {
+    for (let i = 0; i < 2; i++) {
+      const ok = await overWebSocket(POSTS_5);
+      expect(ok.errors).toBeUndefined();
+    }
+    const refused = await overWebSocket(POSTS_5);
+    expect(refused.errors?.[0]?.extensions).toMatchObject({ code: 'RATE_LIMITED', cost: 15 });
+    expect(runs.posts).toBe(2);
+  });
+});

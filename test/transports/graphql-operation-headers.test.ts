@@ -5,7 +5,8 @@
  *   fields were decided in (they described the last field decided: a refused operation could
  *   carry `X-RateLimit-Remaining: 98` and leave out the policy that refused);
  * - a per-user policy on a resolver with a guard of its own is reported at bootstrap: the
- *   global guard decides it before that guard has set the user.
+ *   global guard decides it before that guard has set the user; so is the operation budget
+ *   when any resolver authenticates with a guard (it is charged before every resolver).
  */
 import 'reflect-metadata';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
@@ -55,7 +56,9 @@ describe.each(SERVERS)('an operation’s headers on %s', (server) => {
 
   beforeAll(async () => {
     h = await createGraphQLApp(server, {
-      rateLimit: { trustedProxies: 1 },
+      // The operation budget too: its headers compete with the fields' (100 points: never the
+      // most restrictive here).
+      rateLimit: { trustedProxies: 1, graphql: { budget: '100/m' } },
       providers: [FieldsResolver, GuardedResolver, AuthGuard],
       logger,
     });
@@ -87,11 +90,20 @@ describe.each(SERVERS)('an operation’s headers on %s', (server) => {
     const warnings = logger.lines
       .filter((l) => l.level === 'warn' && l.message.includes('rate_limit.unenforced'))
       .map((l) => l.message);
-    const account = warnings.filter((m) => m.includes('GuardedResolver.account'));
+    const account = warnings.filter((m) => m.includes('"route":"GuardedResolver.account"'));
     expect(account).toHaveLength(1);
     expect(account[0]).toContain('per-user');
     expect(account[0]).toContain('GraphQL context function');
     // Resolvers without a guard of their own are not reported.
     expect(warnings.some((m) => m.includes('FieldsResolver'))).toBe(false);
+  });
+
+  it('reports the operation budget keyed by the user in an app whose resolvers authenticate with guards', () => {
+    const budget = logger.lines.filter(
+      (l) => l.level === 'warn' && l.message.includes('"route":"GraphQL operation"'),
+    );
+    expect(budget).toHaveLength(1);
+    expect(budget[0]!.message).toContain('policy \\"cost\\" is keyed by the user');
+    expect(budget[0]!.message).toContain('GuardedResolver.account');
   });
 });

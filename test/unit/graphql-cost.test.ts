@@ -9,8 +9,11 @@
  * per resolver call instead, its number is quoted beside ours.
  */
 import { describe, expect, it } from '@jest/globals';
+import type { DocumentNode } from 'graphql';
 import {
   actualCost,
+  INFERRED_SIZED_FIELDS,
+  INFERRED_SLICING_ARGUMENTS,
   requestedCost,
   type CostOptions,
   type OperationInput,
@@ -38,9 +41,18 @@ function cost(
   return requestedCost(graphql, { schema, document: parse(query), variables }, options);
 }
 
-function actual(schema: Schema, query: string, data: unknown, variables?: Record<string, unknown>) {
-  return actualCost(graphql, { schema, document: parse(query), variables, data });
+function actual(
+  schema: Schema,
+  query: string,
+  data: unknown,
+  variables?: Record<string, unknown>,
+  options?: CostOptions,
+): number {
+  return actualCost(graphql, { schema, document: parse(query), variables, data }, options);
 }
+
+/** The spec's raw number where it is 0: without the default minimum of 1 point. */
+const RAW: CostOptions = { minimumCost: 0 };
 
 describe('the IBM cost spec examples', () => {
   // IBM §3 Example № 1
@@ -95,20 +107,23 @@ describe('the IBM cost spec examples', () => {
     expect(cost(products, '{ topProducts @approx(tolerance: 0.1) }')).toBe(49);
   });
 
-  it('7. Example № 16, a list of 10 scalars: 0', () => {
-    // 10 × String 0 = 0: scalars are free (IBM §7.1)
+  it('7. Example № 16, a list of 10 scalars: 0 (1 with the default minimumCost)', () => {
+    // 10 × String 0 = 0: scalars are free (IBM §7.1). The spec's 0 is the raw cost, so
+    // `minimumCost: 0`; by default the operation costs the minimum, 1.
     const schema = buildSchema(`${IBM}
       type Query { topProducts: [String] @listSize(assumedSize: 10) }
     `);
-    expect(cost(schema, '{ topProducts }')).toBe(0);
+    expect(cost(schema, '{ topProducts }', {}, RAW)).toBe(0);
+    expect(cost(schema, '{ topProducts }')).toBe(1);
   });
 
-  it('8. Example № 17, a slicing argument on a list of scalars: 0', () => {
-    // max: 5 × String 0 = 0
+  it('8. Example № 17, a slicing argument on a list of scalars: 0 (1 by default)', () => {
+    // max: 5 × String 0 = 0, the spec's raw number: `minimumCost: 0`
     const schema = buildSchema(`${IBM}
       type Query { users(max: Int!): [String] @listSize(slicingArguments: ["max"]) }
     `);
-    expect(cost(schema, '{ users(max: 5) }')).toBe(0);
+    expect(cost(schema, '{ users(max: 5) }', {}, RAW)).toBe(0);
+    expect(cost(schema, '{ users(max: 5) }')).toBe(1);
   });
 
   it('9. Example № 18, a connection sized by first through edges: 12', () => {
@@ -367,7 +382,8 @@ describe('actualCost', () => {
   it('costs a null value its own weight, nothing below it', () => {
     const query = '{ user(id: 1) { posts(first: 10) { comments(first: 20) { id } } } }';
     expect(actual(schema, query, { user: null })).toBe(1);
-    expect(actual(schema, query, null)).toBe(0);
+    expect(actual(schema, query, null)).toBe(1); // nothing ran: the minimum, 1
+    expect(actual(schema, query, null, {}, RAW)).toBe(0); // the query's base cost
     expect(actual(schema, 'mutation { createPost(title: "x") { id } }', null)).toBe(10);
   });
 
@@ -401,5 +417,273 @@ describe('actualCost', () => {
     const requested = cost(schema, query);
     expect(requested).toBe(7); // 1 + 2 × 2 + 2 × 1
     expect(actual(schema, query, { connection: { edges: many, nodes: many } })).toBe(requested);
+  });
+});
+
+describe('slicing arguments on an unannotated list', () => {
+  const paged = buildSchema(`
+    type Post { id: ID! }
+    type PostConnection { edges: [Post!]!  nodes: [Post!]! }
+    type Query {
+      posts(limit: Int): [Post!]!
+      taken(take: Int, skip: Int): [Post!]!
+      pages(pageSize: Int!, perPage: Int, top: Int): [Post!]!
+      stringly(limit: String): [Post!]!
+      listed(limit: [Int]): [Post!]!
+      connection(limit: Int): PostConnection
+    }
+  `);
+
+  it('recognises first, last, limit, take, pageSize, perPage and top', () => {
+    expect(INFERRED_SLICING_ARGUMENTS).toEqual([
+      'first',
+      'last',
+      'limit',
+      'take',
+      'pageSize',
+      'perPage',
+      'top',
+    ]);
+    expect(INFERRED_SIZED_FIELDS).toEqual(['edges', 'nodes']);
+    // 10,000 posts × Post 1, not defaultListSize 10 × 1
+    expect(cost(paged, '{ posts(limit: 10000) { id } }')).toBe(10_000);
+    expect(cost(paged, '{ posts { id } }')).toBe(10); // not given: defaultListSize
+    expect(cost(paged, '{ taken(take: 500, skip: 9) { id } }')).toBe(500);
+    // several given: the largest
+    expect(cost(paged, '{ pages(pageSize: 20, perPage: 30, top: 40) { id } }')).toBe(40);
+    // connection 1 + 50 edges × 1 + 50 nodes × 1
+    expect(cost(paged, '{ connection(limit: 50) { edges { id } nodes { id } } }')).toBe(101);
+  });
+
+  it('only as Int arguments', () => {
+    expect(cost(paged, '{ stringly(limit: "10000") { id } }')).toBe(10);
+    expect(cost(paged, '{ listed(limit: [10000]) { id } }')).toBe(10);
+  });
+});
+
+describe('minimumCost and rounding', () => {
+  const small = buildSchema(`${IBM}
+    type User { id: ID!  age: Int @cost(weight: "0.5") }
+    type Parts { a: Int @cost(weight: "0.7")  b: Int @cost(weight: "2.2")  c: Int @cost(weight: "0.1") }
+    type Query {
+      version: String
+      users(max: Int): [User!]! @listSize(slicingArguments: ["max"])
+      parts: Parts @cost(weight: "0")
+    }
+  `);
+
+  it('charges at least 1 point by default, even for scalars or __typename only', () => {
+    for (const query of ['{ version }', '{ __typename }']) {
+      expect(cost(small, query)).toBe(1);
+      expect(actual(small, query, { version: '1' })).toBe(1);
+      expect(actual(small, query, null)).toBe(1);
+      expect(cost(small, query, {}, RAW)).toBe(0); // the raw cost
+      expect(actual(small, query, { version: '1' }, {}, RAW)).toBe(0);
+    }
+    expect(cost(small, '{ version }', {}, { minimumCost: 5 })).toBe(5);
+    expect(actual(small, '{ version }', {}, {}, { minimumCost: 5 })).toBe(5);
+    // a cost above the minimum is unchanged; an invalid minimum is the default 1
+    expect(cost(small, '{ users(max: 3) { id } }', {}, { minimumCost: 2 })).toBe(3);
+    expect(cost(small, '{ version }', {}, { minimumCost: -1 })).toBe(1);
+    expect(cost(small, '{ version }', {}, { minimumCost: Number.NaN })).toBe(1);
+  });
+
+  it('rounds fractional weights up to whole points', () => {
+    // 3 users × (User 1 + age 0.5) = 4.5: 5
+    expect(cost(small, '{ users(max: 3) { age } }')).toBe(5);
+    // 1 user returned: 1.5, 2
+    expect(actual(small, '{ users(max: 3) { age } }', { users: [{ age: 1 }] })).toBe(2);
+    // 0.7 + 2.2 + 0.1 adds up to 3.0000000000000004 in floats: 3, not 4
+    expect(cost(small, '{ parts { a b c } }')).toBe(3);
+    expect(actual(small, '{ parts { a b c } }', { parts: { a: 1, b: 2, c: 3 } })).toBe(3);
+  });
+});
+
+/** A parsed document whose selection sets count how often the analysis reads them. */
+function counted(query: string): { document: DocumentNode; reads: () => number } {
+  let reads = 0;
+  const wrap = (value: unknown): unknown => {
+    if (Array.isArray(value)) return value.map(wrap);
+    if (typeof value !== 'object' || value === null) return value;
+    const copy: Record<string, unknown> = {};
+    for (const [key, child] of Object.entries(value)) {
+      const wrapped = wrap(child);
+      copy[key] =
+        key === 'selectionSet' && wrapped
+          ? new Proxy(wrapped as object, {
+              get(target, property, receiver) {
+                if (property === 'selections') reads++;
+                return Reflect.get(target, property, receiver) as unknown;
+              },
+            })
+          : wrapped;
+    }
+    return copy;
+  };
+  const document = wrap(parse(query, { noLocation: true })) as DocumentNode;
+  return { document, reads: () => reads };
+}
+
+/** `data` whose objects count how often the analysis reads a property of them. */
+function countedData(data: unknown): { data: unknown; reads: () => number } {
+  let reads = 0;
+  const wrap = (value: unknown): unknown => {
+    if (typeof value !== 'object' || value === null) return value;
+    const copy: object = Array.isArray(value)
+      ? value.map(wrap)
+      : Object.fromEntries(Object.entries(value).map(([k, v]) => [k, wrap(v)]));
+    return new Proxy(copy, {
+      get(target, property, receiver) {
+        reads++;
+        return Reflect.get(target, property, receiver) as unknown;
+      },
+      getOwnPropertyDescriptor(target, property) {
+        reads++;
+        return Reflect.getOwnPropertyDescriptor(target, property);
+      },
+    });
+  };
+  return { data: wrap(data), reads: () => reads };
+}
+
+describe('walks linear in depth on nested abstract types (review findings 1 and 2)', () => {
+  it('actualCost on nested interface lists without __typename: depth 22, 60', () => {
+    // The failing input: 22 levels took 10.8 s (each level walked once per implementation).
+    const characters = buildSchema(`
+      interface Character { id: ID! friends(first: Int): [Character!]! }
+      type Human implements Character { id: ID! friends(first: Int): [Character!]! home: String }
+      type Droid implements Character { id: ID! friends(first: Int): [Character!]! fn: String }
+      type Query { hero: Character }
+    `);
+    const run = (depth: number) => {
+      let query = 'id';
+      for (let i = 0; i < depth; i++) query = `friends(first: 1) { ${query} }`;
+      query = `{ hero { ${query} } }`;
+      let chain: unknown = { id: '1' };
+      for (let i = 0; i < depth; i++) chain = { friends: [chain] };
+      const { data, reads } = countedData({ hero: chain });
+      expect(graphql.validate(characters, parse(query))).toEqual([]);
+      const requested = cost(characters, query);
+      const value = actual(characters, query, data);
+      return { requested, value, reads: reads() };
+    };
+    // linear: a bounded number of property reads per level (it was 2^depth). Depth 10
+    // first, so that an exponential walk fails here instead of hanging the suite.
+    const at10 = run(10);
+    expect(at10).toMatchObject({ requested: 11, value: 11 });
+    expect(at10.reads).toBeLessThan(20 * 10);
+    // hero 1 + one friend (Character 1) per level
+    const at22 = run(22);
+    expect(at22).toMatchObject({ requested: 23, value: 23 });
+    expect(at22.reads).toBeLessThan(20 * 22);
+    const at60 = run(60);
+    expect(at60).toMatchObject({ requested: 61, value: 61 });
+    expect(at60.reads).toBeLessThan(20 * 60);
+  });
+
+  it('requestedCost on connections typed as interfaces, sized by first: depth 13, 60', () => {
+    // The failing input: 13 levels took 3.7 s (the sized walk was never remembered).
+    const connections = buildSchema(`
+      interface Conn { edges: [Edge!]! }
+      type ConnA implements Conn { edges: [Edge!]! }
+      type ConnB implements Conn { edges: [Edge!]! }
+      type ConnC implements Conn { edges: [Edge!]! }
+      type Edge { node: User! }
+      type User { id: ID! friends(first: Int): Conn! }
+      type Query { me: User }
+    `);
+    const run = (depth: number) => {
+      let query = 'id';
+      for (let i = 0; i < depth; i++) query = `friends(first: 1) { edges { node { ${query} } } }`;
+      const { document, reads } = counted(`{ me { ${query} } }`);
+      expect(graphql.validate(connections, parse(`{ me { ${query} } }`))).toEqual([]);
+      return { value: requestedCost(graphql, { schema: connections, document }), reads: reads() };
+    };
+    // 4 selection sets per level, each read once per possible type (3): linear. Depth 8
+    // first, so that an exponential walk fails here instead of hanging the suite.
+    const at8 = run(8);
+    expect(at8.value).toBe(1 + 8 * 3);
+    expect(at8.reads).toBeLessThan(20 * 8);
+    // me 1 + per level: Conn 1 + 1 edge × (Edge 1 + User 1)
+    const at13 = run(13);
+    expect(at13.value).toBe(1 + 13 * 3);
+    expect(at13.reads).toBeLessThan(20 * 13);
+    const at60 = run(60);
+    expect(at60.value).toBe(1 + 60 * 3);
+    expect(at60.reads).toBeLessThan(20 * 60);
+  });
+
+  it('remembers a selection set per handed-down size, not across sizes', () => {
+    const connections = buildSchema(`
+      interface Conn { edges: [Edge!]! }
+      type ConnA implements Conn { edges: [Edge!]! }
+      type ConnB implements Conn { edges: [Edge!]! }
+      type Edge { node: User! }
+      type User { id: ID! friends(first: Int): Conn! }
+      type Query { me: User }
+    `);
+    const query = `{ me { a: friends(first: 1) { ...F } b: friends(first: 5) { ...F } } }
+      fragment F on Conn { edges { node { id } } }`;
+    // me 1 + (Conn 1 + 1 × (Edge 1 + User 1)) + (Conn 1 + 5 × 2) = 1 + 3 + 11
+    expect(cost(connections, query)).toBe(15);
+  });
+});
+
+describe('__typename spoofing (review finding 3)', () => {
+  const results = buildSchema(`
+    type Cheap { id: ID!  title: String  label: String! }
+    type Expensive { id: ID!  title: String  label: String!  items(first: Int): [Item!]! }
+    type Item { id: ID! }
+    union Result = Cheap | Expensive
+    type Query { search: [Result!]! }
+  `);
+  const expensive = (title: string) =>
+    Array.from({ length: 10 }, (_, i) => ({
+      __typename: 'Expensive',
+      id: i,
+      title,
+      label: title,
+      items: Array.from({ length: 100 }, (_, j) => ({ id: j })),
+    }));
+
+  it('never reads another field aliased __typename', async () => {
+    // The failing input: 10 Expensive results whose title says "Cheap", aliased __typename.
+    const query = '{ search { ... on Expensive { __typename: title items(first: 100) { id } } } }';
+    const document = parse(query);
+    expect(graphql.validate(results, document)).toEqual([]);
+    const result = await graphql.execute({
+      schema: results,
+      document,
+      rootValue: { search: () => expensive('Cheap') },
+    });
+    expect((result.data?.['search'] as { __typename: string }[])[0]?.__typename).toBe('Cheap');
+    // 10 (defaultListSize) × max(Cheap 1, Expensive 1 + 100 items) = 1010
+    expect(cost(results, query)).toBe(1010);
+    expect(actual(results, query, result.data)).toBe(1010); // was 10
+  });
+
+  it('nor a key that is __typename in one fragment and another field in the other', () => {
+    const query = `{ search {
+      ... on Cheap { k: __typename }
+      ... on Expensive { k: label items(first: 100) { id } } } }`;
+    expect(graphql.validate(results, parse(query))).toEqual([]);
+    const data = { search: expensive('Cheap').map(({ label, items }) => ({ k: label, items })) };
+    expect(actual(results, query, data)).toBe(1010);
+  });
+
+  it('reads the real __typename under any alias, when it names a possible type', () => {
+    const query = '{ search { t: __typename ... on Expensive { items(first: 100) { id } } } }';
+    const cheap = { search: Array.from({ length: 10 }, (_, id) => ({ t: 'Cheap', id })) };
+    expect(actual(results, query, cheap)).toBe(10); // 10 × Cheap 1: the refund stays
+    const plain = query.replace('t: __typename', '__typename');
+    const typed = { search: cheap.search.map(({ id }) => ({ __typename: 'Cheap', id })) };
+    expect(actual(results, plain, typed)).toBe(10);
+    // a name that is no possible type of Result: the most expensive reading, 10 × (1 + 100)
+    const stray = { search: expensive('x').map(({ items }) => ({ t: 'Item', items })) };
+    expect(actual(results, query, stray)).toBe(1010);
+    // no __typename selected at all: the most expensive reading
+    const none = '{ search { ... on Expensive { items(first: 100) { id } } } }';
+    const untyped = { search: expensive('x').map(({ items }) => ({ __typename: 'Cheap', items })) };
+    expect(actual(results, none, untyped)).toBe(1010);
   });
 });

@@ -1,9 +1,10 @@
 import { Inject, Injectable, Optional } from '@nestjs/common';
+import type { OperationCostExtension } from './cost-extension.js';
+import { markCharged } from './charged.js';
 import { OPERATION_COSTS } from './tokens.js';
 import {
   isRefusal,
   type Charge,
-  type OperationCostExtension,
   type OperationCosts,
   type OperationRefusal,
   type OperationRequest,
@@ -63,6 +64,7 @@ export class ApolloOperationCostPlugin {
     return Promise.resolve({
       async didResolveOperation(rc) {
         if (rc.document === undefined || rc.operation?.operation === 'subscription') return;
+        markCharged(rc.contextValue);
         op = {
           schema: rc.schema,
           document: rc.document,
@@ -83,7 +85,12 @@ export class ApolloOperationCostPlugin {
         if (body?.kind !== 'single' || op === undefined) return;
         const result = body.singleResult;
         const cost = charge
-          ? await costs.settle(op, charge, result.data, result.errors !== undefined)
+          ? await costs.settle(op, charge, {
+              data: result.data,
+              // Variables that do not coerce end the request before execution, without `data`.
+              executed: 'data' in result,
+              errors: result.errors !== undefined,
+            })
           : refused;
         if (cost !== undefined && costs.inResponse) {
           result.extensions = { ...result.extensions, cost };

@@ -1,5 +1,6 @@
 import { Inject, Injectable, Optional, type OnApplicationBootstrap } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
+import { markCharged } from './charged.js';
 import { OPERATION_COSTS } from './tokens.js';
 import {
   isRefusal,
@@ -84,6 +85,7 @@ export class MercuriusOperationCostHooks implements OnApplicationBootstrap {
         variables,
         contextValue: context,
       };
+      markCharged(context);
       const charged = await costs.charge(op);
       if (isRefusal(charged)) {
         const error = costs.error(charged);
@@ -100,7 +102,11 @@ export class MercuriusOperationCostHooks implements OnApplicationBootstrap {
       if (charged === undefined) return;
       charges.delete(context);
       const errors = Array.isArray(execution.errors) && execution.errors.length > 0;
-      const cost = await costs.settle(charged.op, charged.charge, execution.data, errors);
+      const cost = await costs.settle(charged.op, charged.charge, {
+        data: execution.data,
+        executed: true,
+        errors,
+      });
       if (costs.inResponse) execution.extensions = { ...execution.extensions, cost };
     });
   }

@@ -1,7 +1,6 @@
 import type { ExecutionContext } from '@nestjs/common';
 import type { DocumentNode, GraphQLSchema } from 'graphql';
 import type { Spending } from '../../core/limiter.js';
-import type { PolicyDecision } from '../../core/decision.js';
 import { actualCost, requestedCost } from '../../graphql/cost.js';
 import type { AppGraphQL } from './load-graphql.js';
 import type { RoutePlan } from '../pipeline/call.js';
@@ -9,8 +8,10 @@ import { Gate } from '../pipeline/gate.js';
 import { identitiesOf } from '../pipeline/identify.js';
 import { NO_LIMIT, type RequestOutcome } from '../pipeline/outcome.js';
 import type { RoutePlanner } from '../plan/planner.js';
+import type { Rule } from '../plan/rules.js';
 import { graphqlTransport } from '../transports/graphql.js';
 import { refusalFields } from '../transports/refusal.js';
+import { costExtension, type OperationCostExtension } from './cost-extension.js';
 import { declareBudgets, type GraphQLCostOptions } from './options.js';
 import { operationContext, requestedCostOf } from './operation-context.js';
 
@@ -31,18 +32,8 @@ export interface Charge {
   readonly requested: number;
   /** The budget's decision (`NO_LIMIT` without a budget, skipped, or failed open). */
   readonly outcome: RequestOutcome;
-}
-
-/**
- * `extensions.cost` of a response, with Shopify's field names. Points; `restoreRate` in
- * points per second.
- */
-export interface OperationCostExtension {
-  requestedQueryCost: number;
-  /** Null when the operation did not run (refused before execution). */
-  actualQueryCost: number | null;
-  /** The most restrictive budget after this operation's refund; absent without a budget's answer. */
-  throttleStatus?: { maximumAvailable: number; currentlyAvailable: number; restoreRate: number };
+  /** The operation priced (see `OperationCosts.charge`). */
+  readonly operationName?: string | null;
 }
 
 /** The error an operation is refused with, before execution. */
@@ -68,6 +59,13 @@ export interface OperationRefusal {
 export class OperationCosts {
   private readonly plan: RoutePlan | undefined;
   private readonly gate: Gate;
+  /** The budget's rules, in the order the store decides them. */
+  readonly rules: readonly Rule[];
+  /**
+   * `maxCost`, or less: an operation that costs more than a budget holds could never be
+   * admitted, and is refused as too costly rather than as over the budget (429 without a wait).
+   */
+  readonly maxCost: number;
 
   /** @throws {RateLimitConfigError} for an invalid budget */
   constructor(
@@ -85,6 +83,11 @@ export class OperationCosts {
         ? undefined
         : planner.planOfPolicies('GraphQL operation', declared, true);
     this.gate = new Gate(planner.options, planner.events, planner.allowList);
+    this.rules = this.plan?.route.enforced ?? [];
+    this.maxCost = Math.min(
+      options.maxCost ?? Infinity,
+      ...this.rules.map((r) => r.policy?.capacity ?? Infinity),
+    );
   }
 
   /** Whether responses carry `extensions.cost`. */
@@ -97,9 +100,12 @@ export class OperationCosts {
    * @returns the charge, or the refusal to answer instead of executing
    */
   async charge(op: OperationRequest): Promise<Charge | OperationRefusal> {
-    const requested = requestedCost(this.runtime, op, this.options);
-    const { maxCost } = this.options;
-    if (maxCost !== undefined && requested > maxCost) {
+    const operationName = this.operationNameOf(op);
+    const requested = Math.ceil(
+      requestedCost(this.runtime, { ...op, operationName }, this.options),
+    );
+    if (requested > this.maxCost) {
+      const maxCost = this.maxCost;
       return {
         code: 'MAX_COST_EXCEEDED',
         status: 400,
@@ -108,10 +114,10 @@ export class OperationCosts {
         requested,
       };
     }
-    if (this.plan === undefined) return { requested, outcome: NO_LIMIT };
+    if (this.plan === undefined) return { requested, outcome: NO_LIMIT, operationName };
     const ctx = operationContext(op.contextValue, op.variables, requested);
     const outcome = await this.decide(ctx, this.plan);
-    if (outcome.allowed) return { requested, outcome };
+    if (outcome.allowed) return { requested, outcome, operationName };
     const { status, message, retryAfter } = refusalFields(outcome.refusal!);
     const code = status === 503 ? 'SERVICE_UNAVAILABLE' : 'RATE_LIMITED';
     return {
@@ -127,31 +133,37 @@ export class OperationCosts {
   /**
    * After execution: the actual cost from the result's `data`, what the operation did not use
    * given back to its budget (one store call; a failure is logged and the points stay spent),
-   * and `extensions.cost`. A result with errors is charged its requested cost: a field that
-   * failed, nulling its parents, may have done its work first.
+   * and `extensions.cost`.
+   * @param result `executed`: execution started (a result with `data`, even null); `errors`:
+   *   the result has errors. One that never started (variables that do not coerce) is given
+   *   back everything; one with errors keeps its requested cost, as a field that failed,
+   *   nulling its parents, may have done its work first.
    */
   async settle(
     op: OperationRequest,
     charge: Charge,
-    data: unknown,
-    errors: boolean,
+    result: { data: unknown; executed: boolean; errors: boolean },
   ): Promise<OperationCostExtension> {
-    const actual = errors
-      ? charge.requested
-      : Math.min(charge.requested, actualCost(this.runtime, { ...op, data }, this.options));
+    const operationName = charge.operationName;
+    const actual = !result.executed
+      ? 0
+      : result.errors
+        ? charge.requested
+        : Math.min(
+            charge.requested,
+            Math.ceil(
+              actualCost(this.runtime, { ...op, operationName, data: result.data }, this.options),
+            ),
+          );
     const unused = charge.requested - actual;
     const { spending } = charge.outcome;
-    if (unused > 0 && spending) await this.refund(spending, unused);
-    return this.extension(charge, actual, unused);
+    const refunded = unused > 0 && spending && (await this.refund(spending, unused)) ? unused : 0;
+    return costExtension(charge.requested, actual, charge.outcome, this.rules, refunded);
   }
 
   /** `extensions.cost` of an operation refused before it ran. */
   refused(refusal: OperationRefusal): OperationCostExtension {
-    return this.extension(
-      { requested: refusal.requested, outcome: refusal.outcome ?? NO_LIMIT },
-      null,
-      0,
-    );
+    return costExtension(refusal.requested, null, refusal.outcome ?? NO_LIMIT, this.rules, 0);
   }
 
   /**
@@ -191,49 +203,38 @@ export class OperationCosts {
     return outcome;
   }
 
-  private async refund(spending: Spending, unused: number): Promise<void> {
+  /** Gives `unused` back under every budget that spent; false when the store did not take it. */
+  private async refund(spending: Spending, unused: number): Promise<boolean> {
     const refunds = spending.refunds.map(({ index, refund }) => ({
       index,
       refund: { ...refund, cost: Math.min(refund.cost, unused) },
     }));
     try {
-      await this.planner.limiter.refund({ refunds });
+      return (await this.planner.limiter.refund({ refunds })) > 0;
     } catch (error) {
       this.planner.events.backendError('GraphQL operation', error);
+      return false;
     }
   }
 
-  private extension(charge: Charge, actual: number | null, unused: number): OperationCostExtension {
-    const cost: OperationCostExtension = {
-      requestedQueryCost: charge.requested,
-      actualQueryCost: actual,
-    };
-    const decided = charge.outcome.decision?.policies;
-    if (decided === undefined || this.plan === undefined) return cost;
-    const rules = this.plan.route.enforced;
-    let tightest: { p: PolicyDecision; capacity: number; rate: number } | undefined;
-    decided.forEach((p, i) => {
-      const policy = rules[i]?.policy;
-      if (policy === undefined || p.exempt) return;
-      const capacity = p.override ? p.limit : policy.capacity;
-      const periodMs = p.override?.periodMs ?? policy.periodMs;
-      const available = Math.min(capacity, p.remaining + (p.allowed ? unused : 0));
-      if (tightest === undefined || available < tightest.p.remaining) {
-        tightest = {
-          p: { ...p, remaining: available },
-          capacity,
-          rate: (p.limit * 1000) / periodMs,
-        };
-      }
-    });
-    if (tightest === undefined) return cost;
-    const { p, capacity, rate } = tightest as { p: PolicyDecision; capacity: number; rate: number };
-    cost.throttleStatus = {
-      maximumAvailable: capacity,
-      currentlyAvailable: p.remaining,
-      restoreRate: Math.round(rate * 1000) / 1000,
-    };
-    return cost;
+  /**
+   * The operation to price: the one named, else the document's only one. A document of several
+   * operations without a name the server told us (Mercurius over WebSockets) is priced at its
+   * costliest.
+   */
+  private operationNameOf(op: OperationRequest): string | null | undefined {
+    if (op.operationName) return op.operationName;
+    let costliest: { name: string; cost: number } | undefined;
+    let operations = 0;
+    for (const definition of op.document.definitions) {
+      if (definition.kind !== this.runtime.Kind.OPERATION_DEFINITION) continue;
+      operations++;
+      const name = definition.name?.value;
+      if (name === undefined) continue;
+      const cost = requestedCost(this.runtime, { ...op, operationName: name }, this.options);
+      if (costliest === undefined || cost > costliest.cost) costliest = { name, cost };
+    }
+    return operations > 1 ? costliest?.name : op.operationName;
   }
 }
 

@@ -97,7 +97,7 @@ export function validateCostOptions(options: GraphQLCostOptions): void {
   if (options === null || typeof options !== 'object') {
     throw new RateLimitConfigError('ERR_RATE_LIMIT_OPTION', `invalid ${quote(options)}`, WHERE);
   }
-  const positive = (name: 'maxCost' | 'defaultListSize') => {
+  const positive = (name: 'maxCost' | 'defaultListSize' | 'minimumCost') => {
     const value = options[name];
     if (value === undefined) return;
     if (!Number.isSafeInteger(value) || value < (name === 'maxCost' ? 1 : 0)) {
@@ -110,6 +110,32 @@ export function validateCostOptions(options: GraphQLCostOptions): void {
   };
   positive('maxCost');
   positive('defaultListSize');
+  positive('minimumCost');
+  const { operationTypeCost, countIntrospection } = options;
+  if (operationTypeCost !== undefined) {
+    const valid =
+      typeof operationTypeCost === 'object' &&
+      operationTypeCost !== null &&
+      Object.entries(operationTypeCost).every(
+        ([type, cost]) =>
+          ['query', 'mutation', 'subscription'].includes(type) &&
+          (cost === undefined || (Number.isSafeInteger(cost) && (cost as number) >= 0)),
+      );
+    if (!valid) {
+      throw new RateLimitConfigError(
+        'ERR_RATE_LIMIT_OPTION',
+        `invalid operationTypeCost ${quote(operationTypeCost)}: expected { query?, mutation?, subscription? }, integers >= 0`,
+        WHERE,
+      );
+    }
+  }
+  if (countIntrospection !== undefined && typeof countIntrospection !== 'boolean') {
+    throw new RateLimitConfigError(
+      'ERR_RATE_LIMIT_OPTION',
+      `invalid countIntrospection ${quote(countIntrospection)}: expected true or false`,
+      WHERE,
+    );
+  }
   if (options.costInResponse !== undefined && typeof options.costInResponse !== 'boolean') {
     throw new RateLimitConfigError(
       'ERR_RATE_LIMIT_OPTION',

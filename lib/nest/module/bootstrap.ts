@@ -1,4 +1,4 @@
-import { Inject, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
+import { Inject, Optional, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
 import { APP_GUARD, DiscoveryService, MetadataScanner, ModulesContainer } from '@nestjs/core';
 import { appendAfterRouteGuards } from '../pipeline/after-route-guards.js';
 import type { RateLimitEvents } from '../observability/events.js';
@@ -15,7 +15,9 @@ import { RateLimitGuard } from '../pipeline/rate-limit.guard.js';
 import type { Resources } from './resources.js';
 import { RoutePlanner } from '../plan/planner.js';
 import { controllerHandlers } from './controller-handlers.js';
-import { userBeforeGuardsReason } from './user-before-guards.js';
+import { budgetBeforeGuardsReason, userBeforeGuardsReason } from './user-before-guards.js';
+import type { OperationCosts } from '../graphql/operation-costs.js';
+import { OPERATION_COSTS } from '../graphql/tokens.js';
 import { isLimitedType } from '../transports/registry.js';
 
 /*
@@ -52,6 +54,7 @@ export class RouteCheck implements OnModuleInit, OnApplicationShutdown {
     @Inject(ModulesContainer) private readonly modules: ModulesContainer,
     @Inject(RoutePlanner) private readonly runtime: RoutePlanner,
     @Inject(RESOURCES) private readonly resources: Resources,
+    @Optional() @Inject(OPERATION_COSTS) private readonly costs?: OperationCosts | null,
   ) {}
 
   async onModuleInit(): Promise<void> {
@@ -90,6 +93,8 @@ export class RouteCheck implements OnModuleInit, OnApplicationShutdown {
       );
       if (reason !== undefined) events.unenforced({ route: handler.route, reason });
     }
+    const budget = this.costs && budgetBeforeGuardsReason(scan.handlers, this.costs.rules);
+    if (budget) events.unenforced({ route: 'GraphQL operation', reason: budget });
     this.watchRpcServers(scan.handlers, events);
   }
 

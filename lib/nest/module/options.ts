@@ -27,13 +27,6 @@ export type { StoreFailureMode };
 /** Options of `RateLimitModule.forRoot` (DESIGN §6). Durations in **ms**. */
 export interface RateLimitModuleOptions {
   /**
-   * GraphQL operation cost (DESIGN §14): each operation's cost computed from its document
-   * before any resolver runs, `maxCost`, a points `budget` charged once per operation and
-   * refunded down to its actual cost, `extensions.cost` in responses. Needs `graphql`
-   * (installed with `@nestjs/graphql`), on Apollo or Mercurius. See {@link GraphQLCostOptions}.
-   */
-  graphql?: GraphQLCostOptions;
-  /**
    * Where state lives: a Redis URL, ioredis options (Sentinel too), or a `Redis` /
    * `Cluster` you own (the module never closes a client it did not create). A client the
    * module creates fails fast: no offline queue, no re-sent commands, no auto-pipelining.
@@ -174,6 +167,13 @@ export interface RateLimitModuleOptions {
    * that throws counts as `true` (logged as `rate_limit.config_error`). Default `true`.
    */
   enabled?: boolean | (() => boolean | Promise<boolean>);
+  /**
+   * GraphQL operation cost (DESIGN §14): each operation's cost computed from its document
+   * before any resolver runs, `maxCost`, a points `budget` charged once per operation and
+   * refunded down to its actual cost, `extensions.cost` in responses. Needs `graphql`
+   * (installed with `@nestjs/graphql`), on Apollo or Mercurius. See {@link GraphQLCostOptions}.
+   */
+  graphql?: GraphQLCostOptions;
   /**
    * Answers a client that was just refused for a long wait from this process's memory,
    * without Redis, until the wait is over (`Retry-After` counted down). Shadow policies are

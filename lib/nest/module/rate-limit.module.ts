@@ -1,6 +1,7 @@
 import { ApolloOperationCostPlugin } from '../graphql/apollo-plugin.js';
 import { loadGraphQL } from '../graphql/load-graphql.js';
 import { MercuriusOperationCostHooks } from '../graphql/mercurius-hooks.js';
+import { OperationCostGuard } from '../graphql/operation-cost.guard.js';
 import { OperationCosts } from '../graphql/operation-costs.js';
 import { OPERATION_COSTS } from '../graphql/tokens.js';
 import { Module, type DynamicModule, type Provider, type Type } from '@nestjs/common';
@@ -40,6 +41,8 @@ export class RateLimitModule {
       [],
       options?.global !== false,
       guardOf(options?.guard, 'RateLimitModule.forRoot'),
+      // A global guard costs every call of the app a turn: only where it has work.
+      options?.graphql !== undefined,
     );
   }
 
@@ -70,6 +73,8 @@ export class RateLimitModule {
       (options.imports ?? []) as never[],
       options.global !== false,
       guardOf(options.guard, 'RateLimitModule.forRootAsync'),
+      // The options are not known yet: it passes every call at once when they have no `graphql`.
+      true,
     );
   }
 }
@@ -95,6 +100,7 @@ function build(
   imports: DynamicModule['imports'],
   global: boolean,
   guard: Type<RateLimitGuard>,
+  operationGuard: boolean,
 ): DynamicModule {
   return {
     module: RateLimitModule,
@@ -157,6 +163,9 @@ function build(
       },
       ApolloOperationCostPlugin,
       MercuriusOperationCostHooks,
+      ...(operationGuard
+        ? [OperationCostGuard, { provide: APP_GUARD, useExisting: OperationCostGuard }]
+        : []),
       RateLimitService,
       RateLimitGuard,
       RateLimitInterceptor,

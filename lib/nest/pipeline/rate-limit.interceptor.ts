@@ -21,7 +21,7 @@ export class RateLimitInterceptor implements NestInterceptor {
     const carrier = transport?.carrier(ctx);
     if (carrier !== undefined) {
       const outcome = storedOutcome(carrier);
-      if (outcome?.allowed) transport!.setHeaders(ctx, outcome.headers);
+      if (outcome?.allowed) transport!.setHeaders(ctx, outcome.headers, outcome);
     }
     return next.handle();
   }

@@ -122,6 +122,8 @@ export async function startCostApp(
   server: CostServer,
   style: SchemaStyle,
   rateLimit: RateLimitModuleOptions,
+  /** GraphQLModule options merged over the defaults (subscriptions, say). */
+  more: Record<string, unknown> = {},
 ): Promise<CostApp> {
   const schema = style === 'code-first' ? { autoSchemaFile: true as const } : { typeDefs: SDL };
   const graphql =
@@ -130,11 +132,13 @@ export async function startCostApp(
           driver: ApolloDriver,
           allowBatchedHttpRequests: true,
           ...schema,
+          ...more,
         })
       : GraphQLModule.forRoot<MercuriusDriverConfig>({
           driver: (await import('@nestjs/mercurius')).MercuriusDriver,
           allowBatchedQueries: true,
           ...schema,
+          ...more,
         });
   const providers =
     style === 'code-first' ? [CodeFirstResolver] : [SchemaFirstQuery, SchemaFirstPost];
