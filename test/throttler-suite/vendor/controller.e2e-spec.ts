@@ -4,8 +4,8 @@ import { ExpressAdapter } from '@nestjs/platform-express';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { Test, TestingModule } from '@nestjs/testing';
 import { setTimeout } from 'node:timers/promises';
-import { Throttle, ThrottlerGuard } from '../src';
-import { THROTTLER_OPTIONS } from '../src/throttler.constants';
+import { Throttle, ThrottlerGuard } from '../throttler.js';
+import { THROTTLER_OPTIONS } from '../throttler.js';
 import { ControllerModule } from './app/controllers/controller.module';
 import { httPromise } from './utility/httpromise';
 

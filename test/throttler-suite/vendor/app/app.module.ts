@@ -1,6 +1,6 @@
 import { Module } from '@nestjs/common';
 import { APP_GUARD } from '@nestjs/core';
-import { ThrottlerGuard } from '../../src';
+import { ThrottlerGuard } from '../../throttler.js';
 import { ControllerModule } from './controllers/controller.module';
 
 @Module({

@@ -1,6 +1,6 @@
 import { Module } from '@nestjs/common';
 import { APP_GUARD } from '@nestjs/core';
-import { seconds, ThrottlerGuard, ThrottlerModule } from '../../src';
+import { seconds, ThrottlerGuard, ThrottlerModule } from '../../throttler.js';
 import { CustomErrorMessageController } from './custom-error-message.controller';
 
 @Module({

@@ -1,9 +1,9 @@
 import { ExecutionContext, Module } from '@nestjs/common';
 import { APP_GUARD } from '@nestjs/core';
-import { ThrottlerGuard, ThrottlerModule, seconds } from '../../src';
+import { ThrottlerGuard, ThrottlerModule, seconds } from '../../throttler.js';
 import { FunctionOverridesThrottlerController } from './function-overrides-throttler.controller';
 import { md5 } from '../utility/hash';
-import assert = require('assert');
+import assert from 'node:assert';
 
 @Module({
   imports: [

@@ -1,5 +1,5 @@
 import { Controller, Get } from '@nestjs/common';
-import { SkipThrottle } from '../../src';
+import { SkipThrottle } from '../../throttler.js';
 
 @Controller()
 export class FunctionOverridesThrottlerController {

@@ -1,6 +1,6 @@
 import { Module } from '@nestjs/common';
 import { APP_GUARD } from '@nestjs/core';
-import { ThrottlerGuard, ThrottlerModule, seconds, minutes } from '../../src';
+import { ThrottlerGuard, ThrottlerModule, seconds, minutes } from '../../throttler.js';
 import { MultiThrottlerController } from './multi-throttler.controller';
 
 @Module({

@@ -1,5 +1,5 @@
 import { Controller, Get } from '@nestjs/common';
-import { SkipThrottle, Throttle, seconds } from '../../../src';
+import { SkipThrottle, Throttle, seconds } from '../../../throttler.js';
 import { AppService } from '../app.service';
 
 @Controller()

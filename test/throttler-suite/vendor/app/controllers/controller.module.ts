@@ -1,5 +1,5 @@
 import { Module } from '@nestjs/common';
-import { ThrottlerModule, seconds } from '../../../src';
+import { ThrottlerModule, seconds } from '../../../throttler.js';
 import { AppService } from '../app.service';
 import { AppController } from './app.controller';
 import { DefaultController } from './default.controller';

@@ -1,5 +1,5 @@
 import { Controller, Get } from '@nestjs/common';
-import { Throttle, seconds } from '../../../src';
+import { Throttle, seconds } from '../../../throttler.js';
 import { AppService } from '../app.service';
 
 @Throttle({ default: { limit: 2, ttl: seconds(10), blockDuration: seconds(5) } })
