@@ -1,4 +1,10 @@
-import { Injectable, Logger, type CanActivate, type ExecutionContext } from '@nestjs/common';
+import {
+  Inject,
+  Injectable,
+  Logger,
+  type CanActivate,
+  type ExecutionContext,
+} from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
 import { RateLimitBackendError } from '../core/errors.js';
 import {
@@ -16,6 +22,7 @@ import { sha256 } from './hash.js';
 import { DEFAULT_IPV6_SUBNET_PREFIX, normalizeIp } from './ip.js';
 import type {
   ThrottlerLimitDetail,
+  Resolvable,
   ThrottlerModuleOptions,
   ThrottlerOptions,
   ThrottlerRecord,
@@ -23,6 +30,12 @@ import type {
 } from './options.js';
 import { requestResponseOf, resolveNumber, userAgentIgnored } from './request-response.js';
 import type { ThrottlerStorage, ThrottlerStorageRecord } from './storage.js';
+
+/**
+ * The requests whose throttler sets no `blockDuration` (handed to `handleRequest` with the
+ * throttler's default, the ttl, for subclasses that count themselves).
+ */
+const blockUnset = new WeakSet<ThrottlerRequest>();
 
 /** How often, at most, a failing store is logged, in **ms**. */
 const LOG_EVERY_MS = 10_000;
@@ -53,7 +66,9 @@ export class ThrottlerGuard implements CanActivate {
   constructor(
     @InjectThrottlerOptions() protected readonly options: ThrottlerModuleOptions,
     @InjectThrottlerStorage() protected readonly storageService: ThrottlerStorage,
-    protected readonly reflector: Reflector,
+    // Named, not left to emitted parameter types: compilers without decorator metadata
+    // (esbuild, tsx, SWC without it) build the guard too.
+    @Inject(Reflector) protected readonly reflector: Reflector,
   ) {}
 
   async onModuleInit(): Promise<void> {
@@ -104,13 +119,10 @@ export class ThrottlerGuard implements CanActivate {
         'ttl',
         name,
       );
-      const blockDuration = await resolveNumber(
-        context,
-        read(THROTTLER_BLOCK_DURATION, name) ?? throttler.blockDuration ?? ttl,
-        'blockDuration',
-        name,
-      );
-      requests.push({
+      const block =
+        read<Resolvable<number>>(THROTTLER_BLOCK_DURATION, name) ?? throttler.blockDuration;
+      const blockDuration = await resolveNumber(context, block ?? ttl, 'blockDuration', name);
+      const request: ThrottlerRequest = {
         context,
         limit,
         ttl,
@@ -122,7 +134,9 @@ export class ThrottlerGuard implements CanActivate {
           read(THROTTLER_KEY_GENERATOR, name) ||
           throttler.generateKey ||
           this.commonOptions.generateKey!,
-      });
+      };
+      if (block === undefined) blockUnset.add(request);
+      requests.push(request);
     }
     if (requests.length === 0) return true;
     if (
@@ -176,7 +190,10 @@ export class ThrottlerGuard implements CanActivate {
       if (this.ignoresUserAgent(throttler, req)) continue;
       const tracker = await request.getTracker(req, context);
       const key = request.generateKey(context, tracker, throttler.name!);
-      const { ttl, limit, blockDuration } = request;
+      const { ttl, limit } = request;
+      // No blockDuration set: refused until the window ends, not for a whole ttl from the
+      // refusal (nestjs/throttler#2208: up to twice the ttl).
+      const blockDuration = blockUnset.has(request) ? 0 : request.blockDuration;
       counted.push({
         request,
         tracker,
