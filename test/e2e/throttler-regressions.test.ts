@@ -80,6 +80,12 @@ describe('nestjs/throttler#2382: the guard on a GraphQL context without a respon
       new Array(3).fill("Cannot read properties of undefined (reading 'header')"),
     );
   }, 60_000);
+
+  it('ours needs no subclass: the guard itself reads the request from the GraphQL context', async () => {
+    expect(await scenario<{ answers: unknown[] }>('ours', 'graphql-plain')).toEqual({
+      answers: [{ hello: 'world' }, { hello: 'world' }, 'ThrottlerException: Too Many Requests'],
+    });
+  }, 60_000);
 });
 
 describe('nestjs/throttler#1303: a flood on Redis gets no more than the limit through', () => {

@@ -124,10 +124,10 @@ async function block(api: Api): Promise<unknown> {
 }
 
 /**
- * #2382: the GraphQL guard of the throttler's README, on an Apollo context that holds the
- * request only (no `res`): three queries, limit 2.
+ * #2382: the GraphQL guard of the throttler's README (or, `plain`, the guard itself), on an
+ * Apollo context that holds the request only (no `res`): three queries, limit 2.
  */
-async function graphql(api: Api): Promise<unknown> {
+async function graphql(api: Api, _which: string, plain = false): Promise<unknown> {
   const { GraphQLModule, GqlExecutionContext, Query, Resolver } = await import('@nestjs/graphql');
   const { ApolloDriver } = await import('@nestjs/apollo');
   class GqlThrottlerGuard extends api.ThrottlerGuard {
@@ -139,7 +139,7 @@ async function graphql(api: Api): Promise<unknown> {
   @Resolver()
   class Hello {
     @Query(() => String)
-    @UseGuards(GqlThrottlerGuard)
+    @UseGuards(plain ? api.ThrottlerGuard : GqlThrottlerGuard)
     hello() {
       return 'world';
     }
@@ -227,6 +227,9 @@ const SCENARIOS: Record<string, (api: Api, which: string) => Promise<unknown>> =
   map,
   block,
   graphql,
+  // The guard itself, no subclass: ours reads the GraphQL context (the throttler reads the
+  // resolver's arguments as an HTTP request).
+  'graphql-plain': (api, which) => graphql(api, which, true),
   flood,
 };
 
