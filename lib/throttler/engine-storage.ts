@@ -53,25 +53,43 @@ export abstract class EngineStorage implements ThrottlerStorage {
    * @throws {RateLimitBackendError} when the store fails or exceeds its timeout
    */
   async decide(hits: readonly ThrottlerHit[]): Promise<ThrottlerStorageRecord[]> {
-    const entries: LimitEntry[] = hits.map((hit) => ({
+    // A limit below 1 admits nothing (as the throttler's): the request is refused, and the
+    // other throttlers are read, not spent.
+    const possible = hits.filter((hit) => hit.limit >= 1);
+    const entries: LimitEntry[] = possible.map((hit) => ({
       identity: hit.key,
       policy: this.policyOf(hit),
       scope: SCOPE,
     }));
-    const decision = await (await this.limiter()).consumeEach(entries);
-    return decision.policies.map((p, i) => recordOf(p, hits[i]!));
+    const limiter = await this.limiter();
+    const refused = possible.length < hits.length;
+    const decided = entries.length
+      ? (await limiter.consumeEach(entries, refused ? { cost: 0 } : {})).policies
+      : [];
+    let k = 0;
+    return hits.map((hit) =>
+      hit.limit >= 1
+        ? recordOf(decided[k++]!, hit)
+        : {
+            totalHits: 1,
+            timeToExpire: Math.ceil(hit.ttl / 1000),
+            isBlocked: true,
+            timeToBlockExpire: Math.ceil((hit.blockDuration || hit.ttl) / 1000),
+          },
+    );
   }
 
   private policyOf(hit: ThrottlerHit): Policy {
     const ttl = Math.max(1, Math.ceil(hit.ttl));
+    const limit = Math.floor(hit.limit);
     const block = Math.max(0, Math.ceil(hit.blockDuration));
-    const memo = `${hit.throttlerName}\0${hit.limit}\0${ttl}\0${block}`;
+    const memo = `${hit.throttlerName}\0${limit}\0${ttl}\0${block}`;
     let policy = this.policies.get(memo);
     if (policy === undefined) {
       policy = definePolicy(
         {
           name: NAME.test(hit.throttlerName) ? hit.throttlerName : hashedName(hit.throttlerName),
-          rate: { limit: hit.limit, periodMs: ttl },
+          rate: { limit, periodMs: ttl },
           algorithm: 'fixed-window',
           ...(block > 0 && { block, blockResets: true }),
         },

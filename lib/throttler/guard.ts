@@ -7,14 +7,6 @@ import {
 } from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
 import { RateLimitBackendError } from '../core/errors.js';
-import {
-  THROTTLER_BLOCK_DURATION,
-  THROTTLER_KEY_GENERATOR,
-  THROTTLER_LIMIT,
-  THROTTLER_SKIP,
-  THROTTLER_TRACKER,
-  THROTTLER_TTL,
-} from './constants.js';
 import { InjectThrottlerOptions, InjectThrottlerStorage } from './decorators.js';
 import { EngineStorage, type ThrottlerHit } from './engine-storage.js';
 import { throttlerMessage, ThrottlerException } from './exception.js';
@@ -22,20 +14,14 @@ import { sha256 } from './hash.js';
 import { DEFAULT_IPV6_SUBNET_PREFIX, normalizeIp } from './ip.js';
 import type {
   ThrottlerLimitDetail,
-  Resolvable,
   ThrottlerModuleOptions,
   ThrottlerOptions,
   ThrottlerRecord,
   ThrottlerRequest,
 } from './options.js';
-import { requestResponseOf, resolveNumber, userAgentIgnored } from './request-response.js';
+import { requestResponseOf, userAgentIgnored } from './request-response.js';
+import { blockUnset, throttlerRequests } from './requests.js';
 import type { ThrottlerStorage, ThrottlerStorageRecord } from './storage.js';
-
-/**
- * The requests whose throttler sets no `blockDuration` (handed to `handleRequest` with the
- * throttler's default, the ttl, for subclasses that count themselves).
- */
-const blockUnset = new WeakSet<ThrottlerRequest>();
 
 /** How often, at most, a failing store is logged, in **ms**. */
 const LOG_EVERY_MS = 10_000;
@@ -99,45 +85,12 @@ export class ThrottlerGuard implements CanActivate {
 
   async canActivate(context: ExecutionContext): Promise<boolean> {
     if (await this.shouldSkip(context)) return true;
-    const targets = [context.getHandler(), context.getClass()];
-    const read = <T>(key: string, name: string) =>
-      this.reflector.getAllAndOverride<T | undefined>(key + name, targets);
-    const requests: ThrottlerRequest[] = [];
-    for (const throttler of this.throttlers) {
-      const name = throttler.name!;
-      const skipIf = throttler.skipIf || this.commonOptions.skipIf;
-      if (read<boolean>(THROTTLER_SKIP, name) || skipIf?.(context)) continue;
-      const limit = await resolveNumber(
-        context,
-        read(THROTTLER_LIMIT, name) ?? throttler.limit,
-        'limit',
-        name,
-      );
-      const ttl = await resolveNumber(
-        context,
-        read(THROTTLER_TTL, name) ?? throttler.ttl,
-        'ttl',
-        name,
-      );
-      const block =
-        read<Resolvable<number>>(THROTTLER_BLOCK_DURATION, name) ?? throttler.blockDuration;
-      const blockDuration = await resolveNumber(context, block ?? ttl, 'blockDuration', name);
-      const request: ThrottlerRequest = {
-        context,
-        limit,
-        ttl,
-        blockDuration,
-        throttler,
-        getTracker:
-          read(THROTTLER_TRACKER, name) || throttler.getTracker || this.commonOptions.getTracker!,
-        generateKey:
-          read(THROTTLER_KEY_GENERATOR, name) ||
-          throttler.generateKey ||
-          this.commonOptions.generateKey!,
-      };
-      if (block === undefined) blockUnset.add(request);
-      requests.push(request);
-    }
+    const requests = await throttlerRequests(
+      context,
+      this.throttlers,
+      this.commonOptions,
+      this.reflector,
+    );
     if (requests.length === 0) return true;
     if (
       this.storageService instanceof EngineStorage &&

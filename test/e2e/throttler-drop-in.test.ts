@@ -137,6 +137,20 @@ describe.each(['memory', 'redis'] as const)('the drop-in on %s', (store) => {
     expect([onlyA.status, onlyA.headers.get('x-ratelimit-remaining-a')]).toEqual([200, '1']);
   });
 
+  it('a limit of 0 refuses every request, as the throttler does', async () => {
+    const get = await start([
+      ThrottlerModule.forRoot(
+        options([
+          { name: 'none', ttl: 60_000, limit: 0 },
+          { name: 'some', ttl: 120_000, limit: 5 },
+        ]),
+      ),
+    ]);
+    const refused = await get('/cats');
+    expect([refused.status, refused.headers.get('retry-after-none')]).toEqual([429, '60']);
+    expect(await statuses(get, '/cats', 5)).toEqual(new Array(5).fill(429));
+  });
+
   it('our @RateLimit beside a @Throttle in one app: each guard reads its own decorators', async () => {
     const get = await start([
       ThrottlerModule.forRoot(options([{ ttl: 60_000, limit: 5 }])),
