@@ -1,5 +1,5 @@
 /** Which store the vendored suite runs on in this test file (set by `runVendored`). */
-export type SuiteStore = 'memory' | 'redis';
+export type SuiteStore = 'memory' | 'redis' | 'cluster';
 
 const KEY = Symbol.for('nest-rate-limit.throttler-suite.store');
 
