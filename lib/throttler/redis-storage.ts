@@ -4,6 +4,9 @@ import { RateLimiter } from '../core/limiter.js';
 import { RedisStore } from '../core/stores/redis-store.js';
 import { EngineStorage } from './engine-storage.js';
 
+/** Longest wait for the first connection when the module starts, in **ms**. */
+const CONNECT_WAIT_MS = 1000;
+
 /** Options of {@link RateLimitRedisStorage}. */
 export interface RateLimitRedisStorageOptions {
   /** First part of every key. Default `'throttler'`. */
@@ -77,7 +80,14 @@ export class RateLimitRedisStorage
       this.own.on('error', () => {
         // Reported per request (rate_limit.backend_error); ioredis reconnects by itself.
       });
-      await this.own.connect().catch(() => undefined);
+      // Up to a second: an app does not wait on a Redis that is not there (requests are
+      // then admitted, logged, until it is; ioredis keeps reconnecting).
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      await Promise.race([
+        this.own.connect().catch(() => undefined),
+        new Promise((resolve) => (timer = setTimeout(resolve, CONNECT_WAIT_MS))),
+      ]);
+      clearTimeout(timer);
       client = this.own;
     }
     return new RateLimiter({
