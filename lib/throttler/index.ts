@@ -13,7 +13,7 @@ export { ThrottlerException, throttlerMessage } from './exception.js';
 export { ThrottlerGuard } from './guard.js';
 export { ThrottlerModule } from './module.js';
 export { getOptionsToken, getStorageToken } from './providers.js';
-export { ThrottlerStorageService } from './memory-storage.js';
+export { DEFAULT_SWEEP_INTERVAL, ThrottlerStorageService } from './memory-storage.js';
 export { RateLimitRedisStorage, type RateLimitRedisStorageOptions } from './redis-storage.js';
 export { EngineStorage, type ThrottlerHit } from './engine-storage.js';
 export { seconds, minutes, hours, days, weeks } from './utilities.js';

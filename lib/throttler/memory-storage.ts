@@ -4,6 +4,12 @@ import { MemoryStore, type MemoryStoreOptions } from '../core/stores/memory-stor
 import { EngineStorage } from './engine-storage.js';
 
 /**
+ * How often, in **ms**, the in-memory storage drops windows that have ended (its store's
+ * sweep; the throttler's storage swept every 60,000 ms).
+ */
+export const DEFAULT_SWEEP_INTERVAL = 1000;
+
+/**
  * The default storage: counts in this process, on this package's {@link MemoryStore}.
  * Unlike the throttler's, it schedules no timer per hit (so no request's AsyncLocalStorage
  * context is kept alive by one, nestjs/throttler#2629): expired windows are dropped when read
@@ -18,7 +24,7 @@ export class ThrottlerStorageService extends EngineStorage implements OnApplicat
 
   constructor(options: MemoryStoreOptions = {}) {
     super();
-    this.store = new MemoryStore(options);
+    this.store = new MemoryStore({ sweepIntervalMs: DEFAULT_SWEEP_INTERVAL, ...options });
     // In memory a call cannot time out or fail: no timeout, no circuit breaker.
     this.engine = new RateLimiter({
       store: this.store,
