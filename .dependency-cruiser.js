@@ -3,7 +3,8 @@
 //   (`tsPreCompilationDeps`: `import type` and `export type ... from` count as edges);
 // - layers: core <- http <- nest. lib/core imports nothing else of lib, lib/http only
 //   lib/core, and neither imports a `@nestjs/*` package; lib/nest may import both.
-//   lib/client imports only lib/client and no Node built-in; planned: lib/throttler anything in lib.
+//   lib/client imports only lib/client and no Node built-in; lib/throttler (the
+//   @nestjs/throttler drop-in) may import anything in lib, and nothing else of lib imports it.
 // Only lib/ is cruised (`depcruise lib`): node_modules is resolved but never read, and the
 // build output and the projects of their own are excluded should anyone cruise `.`.
 /** @type {import('dependency-cruiser').IConfiguration} */
@@ -87,6 +88,15 @@ export default {
         'imports @nestjs/*.',
       from: { path: '^lib/graphql/', pathNot: '^lib/graphql/decorators\\.ts$' },
       to: { path: '(^|/)@nestjs/' },
+    },
+    {
+      name: 'throttler-imported-by-throttler-only',
+      severity: 'error',
+      comment:
+        'lib/throttler is the nest-rate-limit/throttler entry (the @nestjs/throttler drop-in): ' +
+        'the rest of lib never imports it, so the main entry carries none of it.',
+      from: { path: '^lib/', pathNot: '^lib/throttler/' },
+      to: { path: '^lib/throttler/' },
     },
     {
       name: 'core-http-no-nestjs',

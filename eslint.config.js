@@ -12,6 +12,8 @@ export default tseslint.config(
       'bench/dist/',
       // Projects of their own (nest new), with their own lint setup.
       'test/consumers/',
+      // nestjs/throttler's e2e suite, vendored as upstream wrote it (test/throttler-suite/README.md).
+      'test/throttler-suite/vendor/',
     ],
   },
   js.configs.recommended,

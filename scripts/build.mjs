@@ -40,3 +40,5 @@ write(
 );
 write('esm/graphql/index.js', `${note}export * from '../../cjs/graphql/index.js';\n`);
 write('esm/graphql/index.d.ts', `${note}export * from '../../cjs/graphql/index.js';\n`);
+write('esm/throttler/index.js', `${note}export * from '../../cjs/throttler/index.js';\n`);
+write('esm/throttler/index.d.ts', `${note}export * from '../../cjs/throttler/index.js';\n`);

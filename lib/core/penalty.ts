@@ -10,7 +10,8 @@ import type { StorePolicy } from './stores/store.js';
  *   and reports `retryAfterMs` = the block's end;
  * - a refusal during the block leaves it as it is, unless the policy has `extendBlock`;
  * - a refusal by the policy itself (not by a stacked one) starts a block, if the request
- *   spends (cost > 0): a peek never writes;
+ *   spends (cost > 0): a peek never writes; with `blockResets` it deletes the policy's
+ *   state, so the first request after the block starts afresh;
  * - an exemption or an override in force for the policy sets its block aside, and a request
  *   that spends under one deletes it (a reset deletes it with the identity's other keys).
  */

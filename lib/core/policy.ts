@@ -64,6 +64,12 @@ export interface PolicyInput {
    * trying stays locked out). Default `false`: the block ends when it was set to.
    */
   extendBlock?: boolean;
+  /**
+   * With `block`: the block's start forgets what the policy spent, so the first request after
+   * the block opens a fresh window (the `@nestjs/throttler` meaning). Default `false`: the
+   * state outlives the block.
+   */
+  blockResets?: boolean;
 }
 
 /** A validated policy: what the stores evaluate. */
@@ -83,6 +89,8 @@ export interface Policy {
   readonly blockMs?: number;
   /** A refusal during the block starts it again. */
   readonly extendBlock?: true;
+  /** The block's start deletes the policy's state (see {@link PolicyInput.blockResets}). */
+  readonly blockResets?: true;
   /** A concurrency limit's lease, in **ms** (also its `periodMs`). */
   readonly leaseMs?: number;
 }
@@ -127,12 +135,14 @@ export function resolvePolicy(input: PolicyInput, where?: string): Policy {
     input.block === undefined
       ? undefined
       : parseDurationMs(input.block, 'ERR_RATE_LIMIT_BLOCK', `block in policy "${name}"`, where);
-  if (input.extendBlock !== undefined && typeof input.extendBlock !== 'boolean') {
-    throw new RateLimitConfigError(
-      'ERR_RATE_LIMIT_BLOCK',
-      `invalid extendBlock ${quote(input.extendBlock)} in policy "${name}": expected a boolean`,
-      where,
-    );
+  for (const flag of ['extendBlock', 'blockResets'] as const) {
+    if (input[flag] !== undefined && typeof input[flag] !== 'boolean') {
+      throw new RateLimitConfigError(
+        'ERR_RATE_LIMIT_BLOCK',
+        `invalid ${flag} ${quote(input[flag])} in policy "${name}": expected a boolean`,
+        where,
+      );
+    }
   }
   const policy: Policy = Object.freeze({
     name,
@@ -144,6 +154,7 @@ export function resolvePolicy(input: PolicyInput, where?: string): Policy {
     ...(input.cost !== undefined && { cost: input.cost }),
     ...(blockMs !== undefined && { blockMs }),
     ...(blockMs !== undefined && input.extendBlock === true && { extendBlock: true as const }),
+    ...(blockMs !== undefined && input.blockResets === true && { blockResets: true as const }),
   });
   validated.add(policy);
   return policy;
@@ -206,6 +217,7 @@ export function toPolicy(value: Policy | PolicyInput, where?: string): Policy {
         cost: p.cost,
         block: p.blockMs,
         extendBlock: p.extendBlock,
+        blockResets: p.blockResets,
       },
       where,
     );

@@ -81,6 +81,7 @@ export function storePoliciesOf(
     // Set only when present: a store tells them apart with `!== undefined` and `in` alike.
     if (policy.blockMs !== undefined) stored.blockMs = policy.blockMs;
     if (policy.extendBlock) stored.extendBlock = true;
+    if (policy.blockResets) stored.blockResets = true;
     if (refundable && !lease) stored.refundable = true;
     if (lease && !peek && spend > 0) stored.lease = newLeaseId();
     out[i] = stored;

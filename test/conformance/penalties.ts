@@ -22,6 +22,21 @@ export function penaltySuite(makeKind: () => StoreKind): void {
   // RateLimitService logs each exemption and override: not this suite's subject.
   beforeAll(() => Logger.overrideLogger(false));
 
+  it('blockResets: a block shorter than the period ends with a fresh budget (the throttler meaning), without it the spent state outlives the block', async () => {
+    const { clock, limiter } = setup(kind);
+    const short = { rate: '2/10s', algorithm: 'fixed-window', block: 5000 } as const;
+    for (const [id, p, after] of [
+      ['fresh', { ...short, blockResets: true }, 1],
+      ['kept', short, 0],
+    ] as const) {
+      for (let i = 0; i < 3; i++) await limiter.consume(id, p);
+      clock.now += 5000;
+      const d = only(await limiter.consume(id, p));
+      expect([id, d.allowed, d.remaining]).toEqual([id, after === 1, after === 1 ? 1 : 0]);
+      clock.now -= 5000;
+    }
+  });
+
   describe.each(ALGORITHMS)('penalties: %s', (algorithm) => {
     const policy = { rate: '5/m', algorithm, block: '15m' } as const;
 

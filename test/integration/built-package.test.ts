@@ -99,4 +99,29 @@ describe('the built package under require() and import', () => {
     });
     expect(result.count).toBeGreaterThan(30);
   });
+
+  it('nest-rate-limit/throttler: import and require() share one copy of every class and token, and the drop-in counts', () => {
+    const script = `
+      import { createRequire } from 'node:module';
+      const esm = await import('nest-rate-limit/throttler');
+      const cjs = createRequire(process.cwd() + '/')('nest-rate-limit/throttler');
+      const names = (m) => Object.keys(m).filter((k) => k !== 'default' && k !== '__esModule').sort();
+      const storage = new cjs.ThrottlerStorageService();
+      const hits = [];
+      for (let i = 0; i < 3; i++) hits.push((await storage.increment('k', 60000, 2, 0, 'default')).isBlocked);
+      await storage.onApplicationShutdown();
+      console.log(JSON.stringify({
+        shared: names(cjs).filter((k) => esm[k] === cjs[k]).length === names(esm).length,
+        guard: typeof esm.ThrottlerGuard,
+        hits,
+        resolved: import.meta.resolve('nest-rate-limit/throttler').replace(/^.*\\/dist\\//, '/dist/'),
+      }));
+    `;
+    expect(run(script, '--input-type=module')).toEqual({
+      shared: true,
+      guard: 'function',
+      hits: [false, false, true],
+      resolved: '/dist/esm/throttler/index.js',
+    });
+  });
 });

@@ -32,6 +32,8 @@ describe('the README option reference matches the option types', () => {
     ['lib/nest/module/options.ts', 'RateLimitModuleOptions'],
     ['lib/nest/declare/policy-options.ts', 'RateLimitOptions'],
     ['lib/nest/declare/decorators.ts', 'ConcurrencyLimitOptions'],
+    ['lib/throttler/options.ts', 'ThrottlerOptions'],
+    ['lib/throttler/redis-storage.ts', 'RateLimitRedisStorageOptions'],
   ])('%s: %s', (file, name) => {
     expect(documented(name)).toEqual(members(file, name));
   });

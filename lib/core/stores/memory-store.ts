@@ -132,6 +132,7 @@ export class MemoryStore implements RateLimitStore {
         if (startsBlock(policy, o, undefined, Boolean(exempt || override))) {
           const end = now + policy.blockMs!;
           this.write(blockKeyOf(policy.key), [end], end);
+          if (policy.blockResets) this.entries.delete(policy.key);
           return { ...blockedOutcome(o, policy.blockMs!), blocked: true };
         }
         if (exempt) return { ...outcome, exempt };

@@ -21,7 +21,8 @@ import { LEASE_LUA } from './redis-lease-script.js';
  * 10 added (11 to 15), capacity and cost: without them capacity is the limit and cost is 1, the
  * common case, which so sends two values fewer (6% of a GCRA decision's instructions in
  * Redis). A policy with a penalty (see penalty.ts) gives its code as
- * `<code>b<blockMs>`, or `<code>B<blockMs>` to restart the block on a refusal during it; its
+ * `<code>b<blockMs>`, or `<code>B<blockMs>` to restart the block on a refusal during it
+ * (`r`, `R`: the same, and the block's start deletes the policy's state, `blockResets`); its
  * block is the key `<KEYS[i]>:b` (same slot), read with PTTL (on a test clock: GET, the
  * value being the end in ms) only for such policies.
  * A concurrency limit gives its code as `5:<leaseId>` (`-5:<leaseId>`: read the control
@@ -87,7 +88,7 @@ for i = 1, n do
   local code = a == '4' and 4 or a == '3' and 3 or tonumber(a)
   local L, P, C, cost = argv[j + 1] + 0, argv[j + 2] + 0, nil, 1
   local v, ttl, keep, ou
-  local blk, ext, lifted, denies, lease
+  local blk, ext, rst, lifted, denies, lease
   if not code then
     -- A concurrency limit: '5:<leaseId>', or '-5:<leaseId>' to read the control hash too.
     local c
@@ -96,9 +97,9 @@ for i = 1, n do
   end
   if not code then
     -- A policy with a penalty: '<code>b<blockMs>', or 'B' when a refusal during the block
-    -- starts it again.
-    local c, e, b = string.match(a, '^(-?1?%d)([bB])(%d+)$')
-    code, blk, ext = tonumber(c), tonumber(b), e == 'B'
+    -- starts it again; 'r' and 'R' alike, and the block's start deletes the policy's state.
+    local c, e, b = string.match(a, '^(-?1?%d)([bBrR])(%d+)$')
+    code, blk, ext, rst = tonumber(c), tonumber(b), e == 'B' or e == 'R', e == 'r' or e == 'R'
   end
   if code > 10 or code < -10 then
     code = code > 0 and code - 10 or code + 10
@@ -207,8 +208,8 @@ for i = 1, n do
         effects[i] = 'b' .. left
       elseif denies and spends then
         starts = starts or {}
-        starts[z + 1], starts[z + 2] = bk, blk
-        z = z + 2
+        starts[z + 1], starts[z + 2], starts[z + 3] = bk, blk, rst and KEYS[i] or false
+        z = z + 3
       end
     end
   end
@@ -227,7 +228,10 @@ for i = 1, n do
 end
 if starts and penal then
   -- pcall, as above: the refusal stands when the block cannot be written.
-  for k = 1, z, 2 do redis.pcall('SET', starts[k], fmt('%d', (clock or 0) + starts[k + 1]), 'PX', fmt('%d', starts[k + 1])) end
+  for k = 1, z, 3 do
+    redis.pcall('SET', starts[k], fmt('%d', (clock or 0) + starts[k + 1]), 'PX', fmt('%d', starts[k + 1]))
+    if starts[k + 2] then redis.pcall('DEL', starts[k + 2]) end
+  end
 end
 if ok and writes then
   for k = 1, w, 4 do

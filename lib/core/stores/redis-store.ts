@@ -30,6 +30,9 @@ import type {
   StoreSnapshot,
 } from './store.js';
 
+/** A penalty's letter in the script's code (see CONSUME_SCRIPT): + 1 extendBlock, + 2 blockResets. */
+const BLOCK_FLAGS = ['b', 'B', 'r', 'R'] as const;
+
 /**
  * Rate-limit state in Redis: one Lua script call per request evaluates every policy of
  * the request atomically (DESIGN §4). Time comes from the Redis server clock, so
@@ -160,7 +163,7 @@ export class RedisStore implements RateLimitStore {
           ? `${code}:${p.lease}`
           : p.blockMs === undefined
             ? code
-            : `${code}${p.extendBlock ? 'B' : 'b'}${p.blockMs}`,
+            : `${code}${BLOCK_FLAGS[(p.extendBlock ? 1 : 0) + (p.blockResets ? 2 : 0)]}${p.blockMs}`,
         p.limit,
         p.periodMs,
       );

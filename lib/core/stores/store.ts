@@ -24,6 +24,8 @@ export interface StorePolicy {
   readonly blockMs?: number;
   /** With `blockMs`: a refusal during the block starts it again. */
   readonly extendBlock?: true;
+  /** With `blockMs`: a block's start deletes `key`, so the first request after it starts afresh. */
+  readonly blockResets?: true;
   /** The caller may refund this spending (`RateLimiter.spend`): report its `mark`. */
   readonly refundable?: true;
   /**

@@ -1,0 +1,263 @@
+import {
+  Inject,
+  Injectable,
+  Logger,
+  type CanActivate,
+  type ExecutionContext,
+} from '@nestjs/common';
+import { Reflector } from '@nestjs/core';
+import { RateLimitBackendError } from '../core/errors.js';
+import { InjectThrottlerOptions, InjectThrottlerStorage } from './decorators.js';
+import { EngineStorage, type ThrottlerHit } from './engine-storage.js';
+import { throttlerMessage, ThrottlerException } from './exception.js';
+import { sha256 } from './hash.js';
+import { DEFAULT_IPV6_SUBNET_PREFIX, normalizeIp } from './ip.js';
+import type {
+  ThrottlerLimitDetail,
+  ThrottlerModuleOptions,
+  ThrottlerOptions,
+  ThrottlerRecord,
+  ThrottlerRequest,
+} from './options.js';
+import { requestResponseOf, userAgentIgnored } from './request-response.js';
+import { blockUnset, throttlerRequests } from './requests.js';
+import type { ThrottlerStorage, ThrottlerStorageRecord } from './storage.js';
+
+/** How often, at most, a failing store is logged, in **ms**. */
+const LOG_EVERY_MS = 10_000;
+
+/**
+ * The throttler's guard, on this package's engine. Register it as the throttler's is
+ * (`{ provide: APP_GUARD, useClass: ThrottlerGuard }`, or `@UseGuards`), and subclass it at
+ * the same protected methods: `getTracker`, `generateKey`, `shouldSkip`,
+ * `throwThrottlingException`, `getRequestResponse`, `getErrorMessage`, `handleRequest`.
+ *
+ * With this package's storages, every throttler of a request is decided in one atomic store
+ * call ({@link ThrottlerGuard.handleRequests}); a subclass that overrides `handleRequest`, or
+ * a storage of your own, is asked throttler by throttler, as the throttler does.
+ */
+@Injectable()
+export class ThrottlerGuard implements CanActivate {
+  protected headerPrefix = 'X-RateLimit';
+  protected logger = new Logger(ThrottlerGuard.name);
+  protected errorMessage = throttlerMessage;
+  protected throttlers!: Array<ThrottlerOptions>;
+  protected commonOptions!: Pick<
+    ThrottlerOptions,
+    'skipIf' | 'ignoreUserAgents' | 'getTracker' | 'generateKey' | 'setHeaders'
+  >;
+  protected ipv6SubnetPrefix = DEFAULT_IPV6_SUBNET_PREFIX;
+  private loggedAt = -Infinity;
+
+  constructor(
+    @InjectThrottlerOptions() protected readonly options: ThrottlerModuleOptions,
+    @InjectThrottlerStorage() protected readonly storageService: ThrottlerStorage,
+    // Named, not left to emitted parameter types: compilers without decorator metadata
+    // (esbuild, tsx, SWC without it) build the guard too.
+    @Inject(Reflector) protected readonly reflector: Reflector,
+  ) {}
+
+  async onModuleInit(): Promise<void> {
+    const list = Array.isArray(this.options) ? this.options : this.options.throttlers;
+    // Shortest window first, as the throttler orders them (functions last).
+    this.throttlers = [...list]
+      .sort((first, second) => {
+        if (typeof first.ttl === 'function') return 1;
+        if (typeof second.ttl === 'function') return 0;
+        return first.ttl - second.ttl;
+      })
+      .map((opt) => ({ ...opt, name: opt.name ?? 'default' }));
+    if (!this.throttlers.length) {
+      this.logger.warn(
+        'No throttlers are configured, so no request is limited. Provide at least one entry to ThrottlerModule.forRoot() or return one from ThrottlerModule.forRootAsync().',
+      );
+    }
+    if (Array.isArray(this.options)) {
+      this.commonOptions = {};
+    } else {
+      const { skipIf, ignoreUserAgents, getTracker, generateKey, setHeaders } = this.options;
+      this.commonOptions = { skipIf, ignoreUserAgents, getTracker, generateKey, setHeaders };
+      this.ipv6SubnetPrefix = this.options.ipv6SubnetPrefix ?? DEFAULT_IPV6_SUBNET_PREFIX;
+    }
+    this.commonOptions.getTracker ??= this.getTracker.bind(this);
+    this.commonOptions.generateKey ??= this.generateKey.bind(this);
+  }
+
+  async canActivate(context: ExecutionContext): Promise<boolean> {
+    if (await this.shouldSkip(context)) return true;
+    const requests = await throttlerRequests(
+      context,
+      this.throttlers,
+      this.commonOptions,
+      this.reflector,
+    );
+    if (requests.length === 0) return true;
+    if (
+      this.storageService instanceof EngineStorage &&
+      this.handleRequest === ThrottlerGuard.prototype.handleRequest
+    ) {
+      return this.handleRequests(requests, this.storageService);
+    }
+    const continues: boolean[] = [];
+    for (const request of requests) continues.push(await this.handleRequest(request));
+    return continues.every(Boolean);
+  }
+
+  /** Return true to let the request through untouched, before any throttler. */
+  protected async shouldSkip(_context: ExecutionContext): Promise<boolean> {
+    return false;
+  }
+
+  /** One throttler's hit, counted alone in the storage (the throttler's own flow). */
+  protected async handleRequest(requestProps: ThrottlerRequest): Promise<boolean> {
+    const { context, limit, ttl, throttler, blockDuration, getTracker, generateKey } = requestProps;
+    const { req, res } = this.getRequestResponse(context);
+    if (this.ignoresUserAgent(throttler, req)) return true;
+    const tracker = await getTracker(req, context);
+    const key = generateKey(context, tracker, throttler.name!);
+    const record = await this.storageService.increment(
+      key,
+      ttl,
+      limit,
+      blockDuration,
+      throttler.name!,
+    );
+    await this.answer(requestProps, res, tracker, key, record);
+    return true;
+  }
+
+  /**
+   * Every throttler of a request in one atomic call of this package's storage: admitted only
+   * if every throttler admits, and then counted under each. Headers and the refusal as the
+   * throttler writes them, in the throttlers' order. When the store fails, the request is
+   * admitted and the failure logged (at most once per 10 s).
+   */
+  protected async handleRequests(
+    requests: readonly ThrottlerRequest[],
+    storage: EngineStorage,
+  ): Promise<boolean> {
+    const { req, res } = this.getRequestResponse(requests[0]!.context);
+    const counted: { request: ThrottlerRequest; tracker: string; hit: ThrottlerHit }[] = [];
+    for (const request of requests) {
+      const { context, throttler } = request;
+      if (this.ignoresUserAgent(throttler, req)) continue;
+      const tracker = await request.getTracker(req, context);
+      const key = request.generateKey(context, tracker, throttler.name!);
+      const { ttl, limit } = request;
+      // No blockDuration set: refused until the window ends, not for a whole ttl from the
+      // refusal (nestjs/throttler#2208: up to twice the ttl).
+      const blockDuration = blockUnset.has(request) ? 0 : request.blockDuration;
+      counted.push({
+        request,
+        tracker,
+        hit: { key, ttl, limit, blockDuration, throttlerName: throttler.name! },
+      });
+    }
+    if (counted.length === 0) return true;
+    let records: ThrottlerStorageRecord[];
+    try {
+      records = await storage.decide(counted.map((c) => c.hit));
+    } catch (error) {
+      if (!(error instanceof RateLimitBackendError)) throw error;
+      const now = Date.now();
+      if (now - this.loggedAt >= LOG_EVERY_MS) {
+        this.loggedAt = now;
+        this.logger.warn(
+          `rate_limit.backend_error ${JSON.stringify({ message: error.message })}: admitted`,
+        );
+      }
+      return true;
+    }
+    for (let i = 0; i < counted.length; i++) {
+      const { request, tracker, hit } = counted[i]!;
+      await this.answer(request, res, tracker, hit.key, records[i]!);
+    }
+    return true;
+  }
+
+  /** The default tracker: the client's address (`req.ip`), IPv6 by its /64 (see `normalizeIp`). */
+  protected async getTracker(req: ThrottlerRecord): Promise<string> {
+    return normalizeIp(req?.ip as string, this.ipv6SubnetPrefix);
+  }
+
+  /**
+   * Writes a header on the response, when there is one that takes headers (Express
+   * `header`, Node's `setHeader`); silently does nothing otherwise (a GraphQL context
+   * without a response: nestjs/throttler#2382).
+   */
+  protected setResponseHeader(
+    res: ThrottlerRecord | undefined,
+    name: string,
+    value: string | number,
+  ): void {
+    if (typeof res?.header === 'function') res.header(name, value);
+    else if (typeof res?.setHeader === 'function') res.setHeader(name, value);
+  }
+
+  /**
+   * The request and response of an HTTP context; of a GraphQL one, those of its context
+   * object (`req`/`res`, or Fastify's `request`/`reply`), so the guard works on resolvers
+   * without a subclass. Either may be undefined.
+   */
+  protected getRequestResponse(context: ExecutionContext): {
+    req: ThrottlerRecord;
+    res: ThrottlerRecord;
+  } {
+    return requestResponseOf(context);
+  }
+
+  /** The budget's key: class, handler and throttler name, with the tracker, hashed. */
+  protected generateKey(context: ExecutionContext, suffix: string, name: string): string {
+    const prefix = `${context.getClass().name}-${context.getHandler().name}-${name}`;
+    return sha256(`${prefix}-${suffix}`);
+  }
+
+  /** Throws the 429 ({@link ThrottlerException} with `getErrorMessage`'s message). */
+  protected async throwThrottlingException(
+    context: ExecutionContext,
+    throttlerLimitDetail: ThrottlerLimitDetail,
+  ): Promise<void> {
+    throw new ThrottlerException(await this.getErrorMessage(context, throttlerLimitDetail));
+  }
+
+  /** The module's `errorMessage` (a string, or a function of the refusal), else the default. */
+  protected async getErrorMessage(
+    context: ExecutionContext,
+    throttlerLimitDetail: ThrottlerLimitDetail,
+  ): Promise<string> {
+    if (Array.isArray(this.options) || !this.options.errorMessage) return this.errorMessage;
+    return typeof this.options.errorMessage === 'function'
+      ? this.options.errorMessage(context, throttlerLimitDetail)
+      : this.options.errorMessage;
+  }
+
+  /** The headers of one throttler's record, and its refusal. */
+  private async answer(
+    request: ThrottlerRequest,
+    res: ThrottlerRecord | undefined,
+    tracker: string,
+    key: string,
+    record: ThrottlerStorageRecord,
+  ): Promise<void> {
+    const { context, limit, ttl, throttler } = request;
+    const suffix = throttler.name === 'default' ? '' : `-${throttler.name}`;
+    const setHeaders = throttler.setHeaders ?? this.commonOptions.setHeaders ?? true;
+    if (record.isBlocked) {
+      if (setHeaders) this.setResponseHeader(res, `Retry-After${suffix}`, record.timeToBlockExpire);
+      await this.throwThrottlingException(context, { limit, ttl, key, tracker, ...record });
+    }
+    if (setHeaders) {
+      this.setResponseHeader(res, `${this.headerPrefix}-Limit${suffix}`, limit);
+      this.setResponseHeader(
+        res,
+        `${this.headerPrefix}-Remaining${suffix}`,
+        Math.max(0, limit - record.totalHits),
+      );
+      this.setResponseHeader(res, `${this.headerPrefix}-Reset${suffix}`, record.timeToExpire);
+    }
+  }
+
+  private ignoresUserAgent(throttler: ThrottlerOptions, req: ThrottlerRecord | undefined): boolean {
+    return userAgentIgnored(throttler.ignoreUserAgents ?? this.commonOptions.ignoreUserAgents, req);
+  }
+}

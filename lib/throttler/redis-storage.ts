@@ -1,0 +1,113 @@
+import type { OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
+import type { Cluster, Redis, RedisOptions } from 'ioredis';
+import { RateLimiter } from '../core/limiter.js';
+import { RedisStore } from '../core/stores/redis-store.js';
+import { EngineStorage } from './engine-storage.js';
+
+/** Longest wait for the first connection when the module starts, in **ms**. */
+const CONNECT_WAIT_MS = 1000;
+
+/** Options of {@link RateLimitRedisStorage}. */
+export interface RateLimitRedisStorageOptions {
+  /** First part of every key. Default `'throttler'`. */
+  prefix?: string;
+  /**
+   * Longest wait for Redis per request, in **ms** (default 100): past it, or while Redis is
+   * down, the guard admits the request and logs `rate_limit.backend_error` (fail-open).
+   */
+  timeoutMs?: number;
+}
+
+/**
+ * Counts in Redis, shared by every process on the same Redis (standalone, Sentinel or
+ * Cluster): every throttler of a request in ONE atomic Lua call, so a flood never gets more
+ * than `limit` requests through (the storages of other packages read, then write:
+ * nestjs/throttler#1303).
+ *
+ * ```ts
+ * ThrottlerModule.forRoot({
+ *   throttlers: [{ ttl: 60_000, limit: 10 }],
+ *   storage: new RateLimitRedisStorage(process.env.REDIS_URL),
+ * });
+ * ```
+ *
+ * `redis` is a URL or ioredis options (the storage connects when the module starts and
+ * disconnects on shutdown), or an ioredis `Redis` or `Cluster` client of yours (never closed
+ * by the storage).
+ */
+export class RateLimitRedisStorage
+  extends EngineStorage
+  implements OnModuleInit, OnApplicationShutdown
+{
+  private opened: Promise<RateLimiter> | undefined;
+  private own: Redis | undefined;
+
+  constructor(
+    private readonly redis: string | RedisOptions | Redis | Cluster,
+    private readonly options: RateLimitRedisStorageOptions = {},
+  ) {
+    super();
+  }
+
+  /** Connects (a URL or options) when the module starts, not on a request. */
+  async onModuleInit(): Promise<void> {
+    await this.limiter();
+  }
+
+  protected limiter(): Promise<RateLimiter> {
+    this.opened ??= this.open();
+    return this.opened;
+  }
+
+  private async open(): Promise<RateLimiter> {
+    let client: Redis | Cluster;
+    if (typeof (this.redis as Redis).evalsha === 'function') {
+      client = this.redis as Redis | Cluster;
+    } else {
+      const { Redis } = await import('ioredis');
+      // As the module's own client: never re-send a command whose reply was lost (it could
+      // count twice), fail fast rather than queue while disconnected.
+      const tuned: RedisOptions = {
+        enableOfflineQueue: false,
+        autoResendUnfulfilledCommands: false,
+        maxRetriesPerRequest: 0,
+        lazyConnect: true,
+      };
+      this.own =
+        typeof this.redis === 'string'
+          ? new Redis(this.redis, tuned)
+          : new Redis({ ...(this.redis as RedisOptions), ...tuned });
+      this.own.on('error', () => {
+        // Reported per request (rate_limit.backend_error); ioredis reconnects by itself.
+      });
+      // Up to a second: an app does not wait on a Redis that is not there (requests are
+      // then admitted, logged, until it is; ioredis keeps reconnecting).
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      await Promise.race([
+        this.own.connect().catch(() => undefined),
+        new Promise((resolve) => (timer = setTimeout(resolve, CONNECT_WAIT_MS))),
+      ]);
+      clearTimeout(timer);
+      client = this.own;
+    }
+    return new RateLimiter({
+      store: new RedisStore({ client }),
+      prefix: this.options.prefix ?? 'throttler',
+      ...(this.options.timeoutMs !== undefined && { timeoutMs: this.options.timeoutMs }),
+    });
+  }
+
+  /** Closes the connection this storage opened (never a client passed in). */
+  async onApplicationShutdown(): Promise<void> {
+    const opened = this.opened;
+    if (!opened) return;
+    const limiter = await opened;
+    limiter.close();
+    await limiter.store.close?.();
+    if (this.own) {
+      this.own.disconnect();
+      this.own = undefined;
+    }
+    this.opened = undefined;
+  }
+}
