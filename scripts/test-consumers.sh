@@ -9,6 +9,11 @@
 #
 # Exits non-zero when any project fails; every project runs first, and a summary line per
 # project (pass/fail, test counts) closes the output.
+#
+# A project that depends on @nestjs/throttler runs twice: as it is, on the throttler, then as
+# `<project> (switched)`, a copy whose only change is the import path `@nestjs/throttler` ->
+# `nest-rate-limit/throttler` in its src/ and test/ *.ts files (the diff is printed). Both must
+# pass: switching to the drop-in is changing the imports, nothing else.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -49,6 +54,29 @@ else
 fi
 [ ${#projects[@]} -gt 0 ] || { echo "No consumer projects in $consumers" >&2; exit 2; }
 
+# The runs: every project in its folder, and each throttler project again, switched, in a
+# copy under $work. dir_of gives a run's folder; the run's name names its files under $work.
+runs=()
+for project in "${projects[@]}"; do
+  runs+=("$project")
+  if node -e "const p=require(process.argv[1]); process.exit({...p.dependencies, ...p.devDependencies}['@nestjs/throttler'] ? 0 : 1)" \
+    "$consumers/$project/package.json"; then
+    runs+=("$project+switched")
+  fi
+done
+dir_of() {
+  case $1 in
+    *+switched) echo "$work/switched/${1%+switched}" ;;
+    *) echo "$consumers/$1" ;;
+  esac
+}
+label_of() {
+  case $1 in
+    *+switched) echo "${1%+switched} (switched to nest-rate-limit/throttler)" ;;
+    *) echo "$1" ;;
+  esac
+}
+
 started=$SECONDS
 
 # 1. The package, packed as it is published.
@@ -78,35 +106,67 @@ redis-cli -p "$port" ping >/dev/null || { cat "$work/redis.log" >&2; exit 1; }
 export REDIS_URL="redis://127.0.0.1:$port"
 echo "Redis $(redis-server --version | sed -n 's/.*v=\([^ ]*\).*/\1/p') on $REDIS_URL"
 
+# 2b. The switched copies: the project without node_modules and dist, then only its import
+# paths changed, and the change shown.
+for run in "${runs[@]}"; do
+  case $run in *+switched) ;; *) continue ;; esac
+  project=${run%+switched}
+  copy=$(dir_of "$run")
+  step "$project: switching its imports from @nestjs/throttler to nest-rate-limit/throttler"
+  mkdir -p "$copy"
+  (cd "$consumers/$project" && tar -cf - --exclude=./node_modules --exclude=./dist --exclude=./coverage .) |
+    (cd "$copy" && tar -xf -)
+  find "$copy/src" "$copy/test" -name '*.ts' -exec \
+    sed -i.orig -E "s#(['\"])@nestjs/throttler(['\"])#\\1nest-rate-limit/throttler\\2#g" {} +
+  # The diff, file by file, as anyone would review it; then no .orig left behind.
+  changed=0
+  while IFS= read -r orig; do
+    file=${orig%.orig}
+    if ! cmp -s "$orig" "$file"; then
+      changed=$((changed + 1))
+      diff -u --label "a/${file#"$copy/"}" --label "b/${file#"$copy/"}" "$orig" "$file" || true
+    fi
+    rm -f "$orig"
+  done < <(find "$copy/src" "$copy/test" -name '*.ts.orig' | sort)
+  echo "$changed files changed"
+  # Anything else naming the throttler (a deep import, a require) would need more than the
+  # import path: say so rather than test a half-switched project.
+  if grep -rn '@nestjs/throttler' "$copy/src" "$copy/test"; then
+    echo "$project: @nestjs/throttler is still named above after the import switch" >&2
+    exit 1
+  fi
+done
+
 # A project whose .nvmrc names a Node.js major other than this one's runs on that major,
 # installed from the npm registry's node-<platform>-<arch> package (a plain Node binary).
 node_bin() {
-  local project=$1 want have
-  [ -f "$consumers/$project/.nvmrc" ] || return 0
-  want=$(tr -d ' \nv' <"$consumers/$project/.nvmrc")
+  local dir want have
+  dir=$(dir_of "$1")
+  [ -f "$dir/.nvmrc" ] || return 0
+  want=$(tr -d ' \nv' <"$dir/.nvmrc")
   have=$(node -p 'process.versions.node.split(".")[0]')
   [ "$want" = "$have" ] && return 0
-  local dir="$work/node-$want"
-  if [ ! -x "$dir/bin/node" ]; then
+  local nodedir="$work/node-$want"
+  if [ ! -x "$nodedir/bin/node" ]; then
     local pkg
     pkg="node-$(node -p 'process.platform')-$(node -p 'process.arch')@$want"
     npm install --prefix "$work/node-pkg-$want" --no-save --no-audit --no-fund --loglevel=error "$pkg" >&2
-    mkdir -p "$dir"
-    ln -sfn "$work/node-pkg-$want/node_modules/${pkg%@*}/bin" "$dir/bin"
+    mkdir -p "$nodedir"
+    ln -sfn "$work/node-pkg-$want/node_modules/${pkg%@*}/bin" "$nodedir/bin"
   fi
-  echo "$dir/bin"
+  echo "$nodedir/bin"
 }
 
 # 3. Install every project at once (mostly waiting on the network and the disk), each with
 # its own Node.js. Per-project state lives in files under $work: no bash 4 arrays needed.
-step "Installing ${projects[*]} (npm ci, then the tarball with --no-save)"
-for project in "${projects[@]}"; do
-  bin=$(node_bin "$project")
-  echo "${bin:+$bin:}$PATH" >"$work/$project.path"
+step "Installing ${runs[*]} (npm ci, then the tarball with --no-save)"
+for run in "${runs[@]}"; do
+  bin=$(node_bin "$run")
+  echo "${bin:+$bin:}$PATH" >"$work/$run.path"
 done
 install_project() {
   local project=$1 t0=$SECONDS
-  cd "$consumers/$project"
+  cd "$(dir_of "$project")"
   # The lockfiles never name nest-rate-limit: a tarball's integrity changes with every build,
   # which would break `npm ci`. So: the project's own lockfile, then this tarball, unsaved.
   npm ci --no-audit --no-fund --loglevel=error &&
@@ -114,12 +174,12 @@ install_project() {
     echo "$project: installed in $(elapsed "$t0")"
 }
 pids=()
-for project in "${projects[@]}"; do
+for project in "${runs[@]}"; do
   PATH=$(cat "$work/$project.path") install_project "$project" >"$work/$project.install.log" 2>&1 &
   pids+=($!)
 done
-for i in "${!projects[@]}"; do
-  project=${projects[$i]}
+for i in "${!runs[@]}"; do
+  project=${runs[$i]}
   if wait "${pids[$i]}"; then
     touch "$work/$project.installed"
     tail -n 1 "$work/$project.install.log"
@@ -143,13 +203,14 @@ summary=()
 failed_projects=0
 tests_passed=0
 tests_failed=0
-for project in "${projects[@]}"; do
-  cd "$consumers/$project"
+for project in "${runs[@]}"; do
+  cd "$(dir_of "$project")"
   PATH=$(cat "$work/$project.path")
   export PATH
   if [ -f node_modules/vitest/package.json ]; then runner="Vitest $(version vitest)"; else runner="Jest $(version jest)"; fi
   about="Nest $(version @nestjs/core), Node $(node -p 'process.versions.node'), $runner"
-  step "$project: $about, nest-rate-limit $(version nest-rate-limit)"
+  [ -f node_modules/@nestjs/throttler/package.json ] && about="$about, @nestjs/throttler $(version @nestjs/throttler)"
+  step "$(label_of "$project"): $about, nest-rate-limit $(version nest-rate-limit)"
   ok=
   [ -f "$work/$project.installed" ] && ok=1
   results=()
@@ -177,7 +238,7 @@ for project in "${projects[@]}"; do
   fi
   if [ -n "$ok" ]; then verdict=PASS; else verdict=FAIL; failed_projects=$((failed_projects + 1)); fi
   joined=$(printf '%s; ' "${results[@]}")
-  summary+=("$verdict $project ($about): ${joined%; }")
+  summary+=("$verdict $(label_of "$project") ($about): ${joined%; }")
 done
 export PATH=$base_path
 
