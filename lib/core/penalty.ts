@@ -22,15 +22,18 @@ export function blockKeyOf(policyKey: string): string {
 }
 
 /**
- * An outcome under a block with `leftMs` to run: refused, nothing spent, the wait the
- * longer of the block's and the policy's own.
+ * An outcome under a block with `leftMs` (**ms**) to run: refused, nothing spent, the wait
+ * the longer of the block's and the policy's own. With `resets` (the refusal that starts a
+ * `blockResets` block, whose start deletes the policy's state) the wait is the block's
+ * alone: once it ends, the policy starts afresh (`{ ttl: 60000, limit: 1, blockDuration:
+ * 2000 }` on the throttler: `Retry-After: 2`, not 60).
  */
-export function blockedOutcome(outcome: Outcome, leftMs: number): Outcome {
+export function blockedOutcome(outcome: Outcome, leftMs: number, resets = false): Outcome {
   return {
     allowed: false,
     remaining: 0,
     resetMs: Math.max(outcome.resetMs, leftMs),
-    retryAfterMs: Math.max(leftMs, outcome.allowed ? 0 : outcome.retryAfterMs),
+    retryAfterMs: resets || outcome.allowed ? leftMs : Math.max(leftMs, outcome.retryAfterMs),
   };
 }
 

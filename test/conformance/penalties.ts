@@ -37,6 +37,32 @@ export function penaltySuite(makeKind: () => StoreKind): void {
     }
   });
 
+  it('blockResets: the refusal that starts the block waits for the block (2 s), not the rest of the window (60 s): the window is gone', async () => {
+    // The throttler's { ttl: 60000, limit: 1, blockDuration: 2000 }: 6.7.1 answers Retry-After: 2.
+    const { clock, limiter } = setup(kind);
+    const p = {
+      rate: { limit: 1, periodMs: MINUTE },
+      algorithm: 'fixed-window',
+      block: 2000,
+      blockResets: true,
+    } as const;
+    expect(only(await limiter.consume('ra', p)).allowed).toBe(true);
+    clock.now += 100;
+    const starts = only(await limiter.consume('ra', p));
+    expect(starts).toMatchObject({ allowed: false, blocked: true, retryAfterMs: 2000 });
+    clock.now += 1100;
+    expect(only(await limiter.consume('ra', p))).toMatchObject({
+      allowed: false,
+      retryAfterMs: 900,
+    });
+    clock.now += 900;
+    expect(only(await limiter.consume('ra', p)).allowed).toBe(true);
+    // Without blockResets the window's state stays: the wait is the longer, the window's.
+    const kept = { ...p, blockResets: false };
+    await limiter.consume('kept', kept);
+    expect(only(await limiter.consume('kept', kept)).retryAfterMs).toBe(MINUTE);
+  });
+
   describe.each(ALGORITHMS)('penalties: %s', (algorithm) => {
     const policy = { rate: '5/m', algorithm, block: '15m' } as const;
 

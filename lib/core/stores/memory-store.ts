@@ -133,7 +133,7 @@ export class MemoryStore implements RateLimitStore {
           const end = now + policy.blockMs!;
           this.write(blockKeyOf(policy.key), [end], end);
           if (policy.blockResets) this.entries.delete(policy.key);
-          return { ...blockedOutcome(o, policy.blockMs!), blocked: true };
+          return { ...blockedOutcome(o, policy.blockMs!, policy.blockResets), blocked: true };
         }
         if (exempt) return { ...outcome, exempt };
         if (override) return { ...outcome, override };

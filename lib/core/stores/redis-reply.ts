@@ -77,7 +77,7 @@ export function outcomesOf(
     const policy = policies[i]!;
     if (blocks?.[i] !== undefined) return { ...outcome, blocked: true };
     if (mode !== 'd' && startsBlock(policy, o, undefined, effect !== '')) {
-      return { ...blockedOutcome(o, policy.blockMs!), blocked: true };
+      return { ...blockedOutcome(o, policy.blockMs!, policy.blockResets), blocked: true };
     }
     // A mark only for a spending the caller may refund (RateLimiter.spend): others pay nothing.
     if (effect === '') return spentOutcome(o, policy, offset);
