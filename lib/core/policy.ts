@@ -118,7 +118,12 @@ export function resolvePolicy(input: PolicyInput, where?: string): Policy {
   }
   const name = input.name === undefined ? 'default' : input.name;
   if (input.concurrent !== undefined) return concurrencyPolicy(input, name, where);
-  const { limit, periodMs } = parseRateOf(input.rate!, name, where);
+  const { limit, periodMs } = parseRateOf(
+    input.rate!,
+    name,
+    where,
+    input.algorithm === 'fixed-window',
+  );
   checkName(name, where);
   const algorithm = input.algorithm === undefined ? 'token-bucket' : input.algorithm;
   if (!ALGORITHMS.includes(algorithm)) {
@@ -225,9 +230,9 @@ export function toPolicy(value: Policy | PolicyInput, where?: string): Policy {
   return resolvePolicy(value as PolicyInput, where);
 }
 
-function parseRateOf(rate: RateInput, name: unknown, where?: string) {
+function parseRateOf(rate: RateInput, name: unknown, where?: string, fixedWindow = false) {
   try {
-    return parseRate(rate);
+    return parseRate(rate, undefined, fixedWindow);
   } catch (error) {
     if (!(error instanceof RateLimitConfigError)) throw error;
     throw new RateLimitConfigError(error.code, `${error.detail} in policy ${quote(name)}`, where);

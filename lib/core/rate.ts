@@ -43,6 +43,14 @@ const RATE_PATTERN = /^([1-9]\d*)\/([1-9]\d*)?([a-z]+)$/;
 export const MAX_SCALED = 2 ** 50;
 
 /**
+ * The longest period, in **ms** (2^40, about 34 years), of a fixed window whose
+ * `limit × periodMs` exceeds {@link MAX_SCALED}: a fixed window keeps a count and an end
+ * time, never a scaled product, so only each of them has to stay exact (a limit up to
+ * 2^50, an end up to 2^40 ms from now), e.g. 1,000,000 per 30 days.
+ */
+export const MAX_FIXED_WINDOW_PERIOD_MS = 2 ** 40;
+
+/**
  * Parses a rate such as `'100/m'` into `{ limit, periodMs }`.
  *
  * Accepted: `"<limit>/<count?><unit>"` with a positive integer limit, an optional
@@ -52,19 +60,22 @@ export const MAX_SCALED = 2 ** 50;
  *
  * @param input the rate
  * @param where where the rate came from, quoted in the error (e.g. `ReportsController.export`)
+ * @param fixedWindow the rate of a fixed window: `limit × periodMs` may exceed 2^50 while
+ *   the limit stays at most 2^50 and the period at most {@link MAX_FIXED_WINDOW_PERIOD_MS}
  * @returns the rate, `periodMs` in milliseconds
  * @throws {RateLimitConfigError} `ERR_RATE_LIMIT_RATE` for anything else, e.g. `'100/x'`,
  *   `'0/m'`, `'-1/m'`, `'1.5/m'`, `'100'`, `''`
  */
-export function parseRate(input: RateInput, where?: string): Rate {
+export function parseRate(input: RateInput, where?: string, fixedWindow = false): Rate {
   if (typeof input === 'string') {
     const match = RATE_PATTERN.exec(input);
     const unit = match && Object.hasOwn(UNIT_MS, match[3]!) ? UNIT_MS[match[3]!] : undefined;
     if (match && unit !== undefined) {
-      return checkRate(Number(match[1]), Number(match[2] ?? 1) * unit, input, where);
+      const periodMs = Number(match[2] ?? 1) * unit;
+      return checkRate(Number(match[1]), periodMs, input, where, fixedWindow);
     }
   } else if (input !== null && typeof input === 'object') {
-    return checkRate(input.limit, input.periodMs, input, where);
+    return checkRate(input.limit, input.periodMs, input, where, fixedWindow);
   }
   throw new RateLimitConfigError(
     'ERR_RATE_LIMIT_RATE',
@@ -74,7 +85,13 @@ export function parseRate(input: RateInput, where?: string): Rate {
   );
 }
 
-function checkRate(limit: unknown, periodMs: unknown, input: unknown, where?: string): Rate {
+function checkRate(
+  limit: unknown,
+  periodMs: unknown,
+  input: unknown,
+  where: string | undefined,
+  fixedWindow: boolean,
+): Rate {
   if (!isPositiveInteger(limit) || !isPositiveInteger(periodMs)) {
     throw new RateLimitConfigError(
       'ERR_RATE_LIMIT_RATE',
@@ -82,7 +99,9 @@ function checkRate(limit: unknown, periodMs: unknown, input: unknown, where?: st
       where,
     );
   }
-  if (limit * periodMs > MAX_SCALED) {
+  const fixedWindowFits =
+    fixedWindow && limit <= MAX_SCALED && periodMs <= MAX_FIXED_WINDOW_PERIOD_MS;
+  if (limit * periodMs > MAX_SCALED && !fixedWindowFits) {
     throw new RateLimitConfigError(
       'ERR_RATE_LIMIT_RATE',
       `rate ${quote(input)} is too large: limit × periodMs must not exceed 2^50`,

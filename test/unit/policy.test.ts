@@ -133,6 +133,30 @@ describe('resolvePolicy: burst', () => {
   });
 });
 
+describe('resolvePolicy: a fixed window past limit × periodMs = 2^50', () => {
+  const month = 30 * 86_400_000;
+
+  it('accepts 1,000,000 per 30 days as a fixed window (a count and an end, no scaled product), not as any other algorithm', () => {
+    const rate = { limit: 1_000_000, periodMs: month };
+    expect(resolvePolicy({ rate, algorithm: 'fixed-window' })).toMatchObject(rate);
+    for (const algorithm of ALGORITHMS.filter((a) => a !== 'fixed-window')) {
+      expectCode(rejected({ rate, algorithm }, WHERE), 'ERR_RATE_LIMIT_RATE');
+    }
+  });
+
+  it('still bounds each part: a limit up to 2^50, a period up to 2^40 ms', () => {
+    expect(
+      resolvePolicy({ rate: { limit: 2 ** 50, periodMs: 2 ** 40 }, algorithm: 'fixed-window' }),
+    ).toMatchObject({ limit: 2 ** 50 });
+    for (const rate of [
+      { limit: 2 ** 50 + 1, periodMs: 2 },
+      { limit: 2 ** 20, periodMs: 2 ** 40 + 1 },
+    ]) {
+      expectCode(rejected({ rate, algorithm: 'fixed-window' }, WHERE), 'ERR_RATE_LIMIT_RATE');
+    }
+  });
+});
+
 describe('resolvePolicy: algorithm', () => {
   it.each(['leaky-bucket', 'TOKEN-BUCKET', ''])(
     'rejects the unknown algorithm %p, listing the valid ones',
