@@ -6,9 +6,9 @@ import {
   type ExecutionContext,
 } from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
-import { RateLimitBackendError } from '../core/errors.js';
 import { InjectThrottlerOptions, InjectThrottlerStorage } from './decorators.js';
 import { EngineStorage, type ThrottlerHit } from './engine-storage.js';
+import { ThrottlerFailures } from './failures.js';
 import { throttlerMessage, ThrottlerException } from './exception.js';
 import { sha256 } from './hash.js';
 import { DEFAULT_IPV6_SUBNET_PREFIX, normalizeIp } from './ip.js';
@@ -20,11 +20,8 @@ import type {
   ThrottlerRequest,
 } from './options.js';
 import { requestResponseOf, userAgentIgnored } from './request-response.js';
-import { blockUnset, throttlerRequests } from './requests.js';
+import { blockUnset, checkThrottlers, throttlerRequests } from './requests.js';
 import type { ThrottlerStorage, ThrottlerStorageRecord } from './storage.js';
-
-/** How often, at most, a failing store is logged, in **ms**. */
-const LOG_EVERY_MS = 10_000;
 
 /**
  * The throttler's guard, on this package's engine. Register it as the throttler's is
@@ -32,9 +29,12 @@ const LOG_EVERY_MS = 10_000;
  * the same protected methods: `getTracker`, `generateKey`, `shouldSkip`,
  * `throwThrottlingException`, `getRequestResponse`, `getErrorMessage`, `handleRequest`.
  *
- * With this package's storages, every throttler of a request is decided in one atomic store
- * call ({@link ThrottlerGuard.handleRequests}); a subclass that overrides `handleRequest`, or
- * a storage of your own, is asked throttler by throttler, as the throttler does.
+ * With this package's storages, every throttler of a request is decided in one store call
+ * ({@link ThrottlerGuard.handleRequests}); a subclass that overrides `handleRequest`, a
+ * subclass of our storages that overrides `increment`, or a storage of your own, is asked
+ * throttler by throttler, as the throttler does. Either way, when one of our storages fails
+ * or times out, or a setting resolves to no number at request time, the request is admitted
+ * and logged (`rate_limit.backend_error`, `rate_limit.config_error`), never answered 500.
  */
 @Injectable()
 export class ThrottlerGuard implements CanActivate {
@@ -47,7 +47,7 @@ export class ThrottlerGuard implements CanActivate {
     'skipIf' | 'ignoreUserAgents' | 'getTracker' | 'generateKey' | 'setHeaders'
   >;
   protected ipv6SubnetPrefix = DEFAULT_IPV6_SUBNET_PREFIX;
-  private loggedAt = -Infinity;
+  private readonly failures = new ThrottlerFailures(() => this.logger);
 
   constructor(
     @InjectThrottlerOptions() protected readonly options: ThrottlerModuleOptions,
@@ -59,6 +59,8 @@ export class ThrottlerGuard implements CanActivate {
 
   async onModuleInit(): Promise<void> {
     const list = Array.isArray(this.options) ? this.options : this.options.throttlers;
+    // A setting that is no number fails here, naming it, not on every request.
+    checkThrottlers(list);
     // Shortest window first, as the throttler orders them (functions last).
     this.throttlers = [...list]
       .sort((first, second) => {
@@ -90,13 +92,17 @@ export class ThrottlerGuard implements CanActivate {
       this.throttlers,
       this.commonOptions,
       this.reflector,
+      (error, throttler) => this.failures.setting(error, throttler),
     );
     if (requests.length === 0) return true;
+    const storage = this.storageService;
     if (
-      this.storageService instanceof EngineStorage &&
+      storage instanceof EngineStorage &&
+      // Our storage's own increment (not a subclass's override), our own handleRequest.
+      storage.increment === EngineStorage.prototype.increment &&
       this.handleRequest === ThrottlerGuard.prototype.handleRequest
     ) {
-      return this.handleRequests(requests, this.storageService);
+      return this.handleRequests(requests, storage);
     }
     const continues: boolean[] = [];
     for (const request of requests) continues.push(await this.handleRequest(request));
@@ -108,20 +114,27 @@ export class ThrottlerGuard implements CanActivate {
     return false;
   }
 
-  /** One throttler's hit, counted alone in the storage (the throttler's own flow). */
+  /**
+   * One throttler's hit, counted alone in the storage (the throttler's own flow). With one of
+   * this package's storages, as on the guard's own path: a throttler without
+   * `blockDuration` is counted without a block (refused until its window ends,
+   * nestjs/throttler#2208), and a store that fails admits, logged.
+   */
   protected async handleRequest(requestProps: ThrottlerRequest): Promise<boolean> {
-    const { context, limit, ttl, throttler, blockDuration, getTracker, generateKey } = requestProps;
+    const { context, limit, ttl, throttler, getTracker, generateKey } = requestProps;
     const { req, res } = this.getRequestResponse(context);
     if (this.ignoresUserAgent(throttler, req)) return true;
     const tracker = await getTracker(req, context);
     const key = generateKey(context, tracker, throttler.name!);
-    const record = await this.storageService.increment(
-      key,
-      ttl,
-      limit,
-      blockDuration,
-      throttler.name!,
-    );
+    const ours = this.storageService instanceof EngineStorage;
+    const blockDuration = ours && blockUnset(requestProps) ? 0 : requestProps.blockDuration;
+    let record: ThrottlerStorageRecord;
+    try {
+      record = await this.storageService.increment(key, ttl, limit, blockDuration, throttler.name!);
+    } catch (error) {
+      if (ours && this.failures.admits(error)) return true;
+      throw error;
+    }
     await this.answer(requestProps, res, tracker, key, record);
     return true;
   }
@@ -130,7 +143,7 @@ export class ThrottlerGuard implements CanActivate {
    * Every throttler of a request in one atomic call of this package's storage: admitted only
    * if every throttler admits, and then counted under each. Headers and the refusal as the
    * throttler writes them, in the throttlers' order. When the store fails, the request is
-   * admitted and the failure logged (at most once per 10 s).
+   * admitted and the failure logged (`rate_limit.backend_error`, at most once per 10 s).
    */
   protected async handleRequests(
     requests: readonly ThrottlerRequest[],
@@ -146,7 +159,7 @@ export class ThrottlerGuard implements CanActivate {
       const { ttl, limit } = request;
       // No blockDuration set: refused until the window ends, not for a whole ttl from the
       // refusal (nestjs/throttler#2208: up to twice the ttl).
-      const blockDuration = blockUnset.has(request) ? 0 : request.blockDuration;
+      const blockDuration = blockUnset(request) ? 0 : request.blockDuration;
       counted.push({
         request,
         tracker,
@@ -158,15 +171,8 @@ export class ThrottlerGuard implements CanActivate {
     try {
       records = await storage.decide(counted.map((c) => c.hit));
     } catch (error) {
-      if (!(error instanceof RateLimitBackendError)) throw error;
-      const now = Date.now();
-      if (now - this.loggedAt >= LOG_EVERY_MS) {
-        this.loggedAt = now;
-        this.logger.warn(
-          `rate_limit.backend_error ${JSON.stringify({ message: error.message })}: admitted`,
-        );
-      }
-      return true;
+      if (this.failures.admits(error)) return true;
+      throw error;
     }
     for (let i = 0; i < counted.length; i++) {
       const { request, tracker, hit } = counted[i]!;

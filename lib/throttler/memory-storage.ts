@@ -1,4 +1,4 @@
-import { Injectable, type OnApplicationShutdown } from '@nestjs/common';
+import { Injectable, Optional, type OnApplicationShutdown } from '@nestjs/common';
 import { RateLimiter } from '../core/limiter.js';
 import { MemoryStore, type MemoryStoreOptions } from '../core/stores/memory-store.js';
 import { EngineStorage } from './engine-storage.js';
@@ -22,7 +22,11 @@ export class ThrottlerStorageService extends EngineStorage implements OnApplicat
   readonly store: MemoryStore;
   private readonly engine: RateLimiter;
 
-  constructor(options: MemoryStoreOptions = {}) {
+  /**
+   * @param options the store's options (`maxKeys`, `sweepIntervalMs` in **ms**, ...): optional,
+   *   so `providers: [ThrottlerStorageService]` builds it with none (nothing is injected)
+   */
+  constructor(@Optional() options: MemoryStoreOptions = {}) {
     super();
     this.store = new MemoryStore({ sweepIntervalMs: DEFAULT_SWEEP_INTERVAL, ...options });
     // In memory a call cannot time out or fail: no timeout, no circuit breaker.

@@ -33,14 +33,17 @@ export type ThrottlerGenerateKeyFunction = (
 export interface ThrottlerOptions {
   /** Default `'default'`; other names suffix the headers (`X-RateLimit-Limit-<name>`). */
   name?: string;
-  /** Requests admitted per window. */
+  /** Requests admitted per window; `Infinity` (or above 2^50) = no limit. */
   limit: Resolvable<number>;
-  /** The window, in **ms**. */
+  /** The window, in **ms** (above 2^40 ms, about 34 years, it counts as 2^40 ms). */
   ttl: Resolvable<number>;
   /**
    * How long, in **ms**, a tracker that went over the limit is refused, counted from that
-   * refusal; the first request after it opens a fresh window. Default: `ttl`; 0 = no block
-   * (refused until the window ends).
+   * refusal (`Retry-After` shows the block's rest, in seconds); the first request after it
+   * opens a fresh window. Default: none (unset or 0): a refused tracker waits for its window
+   * to end. (A guard subclass's `handleRequest` receives the `ttl` here when it is unset, as
+   * the throttler passes it; our storages still count no block.) Above 2^40 ms (about 34
+   * years) it counts as 2^40 ms.
    */
   blockDuration?: Resolvable<number>;
   /** Requests whose `User-Agent` matches one of these are not counted by this throttler. */

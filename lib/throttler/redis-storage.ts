@@ -20,9 +20,13 @@ export interface RateLimitRedisStorageOptions {
 
 /**
  * Counts in Redis, shared by every process on the same Redis (standalone, Sentinel or
- * Cluster): every throttler of a request in ONE atomic Lua call, so a flood never gets more
- * than `limit` requests through (the storages of other packages read, then write:
- * nestjs/throttler#1303).
+ * Cluster), so a flood never gets more than `limit` requests through a throttler (the
+ * storages of other packages read, then write: nestjs/throttler#1303). On a standalone or
+ * Sentinel Redis every throttler of a request is decided in one atomic Lua call. On Cluster
+ * it is one Lua call per hash slot, one after the other: the default `generateKey` puts each
+ * named throttler's budget key in a slot of its own, so each throttler is atomic and a
+ * refusal in a later slot gives back what the earlier ones spent, but two requests may
+ * interleave between slots.
  *
  * ```ts
  * ThrottlerModule.forRoot({

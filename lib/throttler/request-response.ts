@@ -29,10 +29,28 @@ export function userAgentIgnored(
   return Array.isArray(patterns) && patterns.some((pattern) => pattern.test(agent as string));
 }
 
+/** A throttler setting that is not a number (the throttler's own message). */
+export class ThrottlerSettingError extends Error {}
+
+/**
+ * A throttler setting as a number: a number (`Infinity` included), or a numeric string.
+ * @throws {ThrottlerSettingError} naming the option, the throttler and the value, for
+ *   anything else (`NaN`, `'abc'`, `undefined`, an object)
+ */
+export function toNumber(value: unknown, option: string, throttlerName: string): number {
+  const number = typeof value === 'string' && value.trim() !== '' ? Number(value) : value;
+  if (typeof number !== 'number' || Number.isNaN(number)) {
+    throw new ThrottlerSettingError(
+      `Invalid "${option}" for the "${throttlerName}" throttler: expected a number, got ${JSON.stringify(value) ?? String(value)}.`,
+    );
+  }
+  return number;
+}
+
 /**
  * A throttler setting, resolved for the request: a number, a numeric string, or a function of
  * the context giving one.
- * @throws {Error} naming the option and the throttler, for anything else
+ * @throws {ThrottlerSettingError} naming the option and the throttler, for anything else
  */
 export async function resolveNumber(
   context: ExecutionContext,
@@ -41,12 +59,5 @@ export async function resolveNumber(
   throttlerName: string,
 ): Promise<number> {
   const resolved: unknown = typeof value === 'function' ? await value(context) : value;
-  const number =
-    typeof resolved === 'string' && resolved.trim() !== '' ? Number(resolved) : resolved;
-  if (typeof number !== 'number' || Number.isNaN(number)) {
-    throw new Error(
-      `Invalid "${option}" for the "${throttlerName}" throttler: expected a number, got ${JSON.stringify(resolved)}.`,
-    );
-  }
-  return number;
+  return toNumber(resolved, option, throttlerName);
 }
