@@ -1,3 +1,4 @@
+import { quote, RateLimitConfigError } from '../core/errors.js';
 import type { OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
 import type { Cluster, Redis, RedisOptions } from 'ioredis';
 import { RateLimiter } from '../core/limiter.js';
@@ -31,13 +32,15 @@ export interface RateLimitRedisStorageOptions {
  * ```ts
  * ThrottlerModule.forRoot({
  *   throttlers: [{ ttl: 60_000, limit: 10 }],
- *   storage: new RateLimitRedisStorage(process.env.REDIS_URL),
+ *   storage: new RateLimitRedisStorage(process.env.REDIS_URL!),
  * });
  * ```
  *
  * `redis` is a URL or ioredis options (the storage connects when the module starts and
  * disconnects on shutdown), or an ioredis `Redis` or `Cluster` client of yours (never closed
- * by the storage).
+ * by the storage). Needs `ioredis` installed.
+ * @throws {RateLimitConfigError} `ERR_RATE_LIMIT_OPTION` when `redis` is none of these
+ *   (undefined: an environment variable that is not set)
  */
 export class RateLimitRedisStorage
   extends EngineStorage
@@ -51,6 +54,19 @@ export class RateLimitRedisStorage
     private readonly options: RateLimitRedisStorageOptions = {},
   ) {
     super();
+    // `new RateLimitRedisStorage(process.env.REDIS_URL!)` with the variable unset: say so here,
+    // not as a TypeError from the first Redis call at bootstrap.
+    if (
+      redis === null ||
+      (typeof redis !== 'string' && typeof redis !== 'object') ||
+      redis === ''
+    ) {
+      throw new RateLimitConfigError(
+        'ERR_RATE_LIMIT_OPTION',
+        `invalid redis ${quote(redis)}: expected a Redis URL, ioredis options, or a Redis or Cluster client (an unset environment variable?)`,
+        'RateLimitRedisStorage',
+      );
+    }
   }
 
   /** Connects (a URL or options) when the module starts, not on a request. */

@@ -36,3 +36,15 @@ describe('nest-rate-limit/throttler', () => {
     expect([...theirs!].filter((name) => !ours!.has(name))).toEqual([]);
   });
 });
+
+describe('RateLimitRedisStorage', () => {
+  // A fresh user's tryout: `new RateLimitRedisStorage(process.env.REDIS_URL!)` with the
+  // variable unset stopped the app at bootstrap with "Cannot read properties of undefined
+  // (reading 'evalsha')".
+  it.each([undefined, null, '', 42])('refuses %p at once, naming the option', async (redis) => {
+    const { RateLimitRedisStorage } = await import('../../lib/throttler/index.js');
+    expect(() => new RateLimitRedisStorage(redis as never)).toThrow(
+      /invalid redis .*: expected a Redis URL, ioredis options, or a Redis or Cluster client/,
+    );
+  });
+});
