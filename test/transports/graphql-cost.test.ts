@@ -121,6 +121,21 @@ describe.each([
     expect(next.body.extensions?.cost?.throttleStatus).toMatchObject({ currentlyAvailable: 901 });
   });
 
+  it('gives back everything when the variables do not coerce: nothing ran', async () => {
+    // No variables for a required one: Apollo ends it at execution, Mercurius (which checks
+    // variables before its hooks only when some are sent) likewise, without `data`.
+    const bad = await operation(
+      app.url,
+      'query ($n: Int!) { posts(first: $n) { id author { id } } }',
+      undefined,
+      { 'x-user': 'coerce' },
+    );
+    expect(bad.body.errors?.length).toBeGreaterThan(0);
+    expect(runs.posts).toBe(0);
+    const next = await operation(app.url, POSTS_5, undefined, { 'x-user': 'coerce' });
+    expect(next.body.extensions?.cost?.throttleStatus).toMatchObject({ currentlyAvailable: 991 });
+  });
+
   it('refuses an operation over the budget with 429, Retry-After and no resolver run', async () => {
     const tight = await startCostApp(server, style, {
       redis: redisUrl(),
@@ -147,8 +162,36 @@ describe.each([
       expect(Number(refused.headers.get('retry-after'))).toBeGreaterThan(0);
       expect(refused.headers.get('x-ratelimit-remaining')).toBe('0');
       expect(runs).toEqual({ posts: 0, author: 0, me: 0 });
+      // 45 points: more than the budget ever holds, refused as too costly (400), not as a 429
+      // without a wait.
+      const never = await operation(tight.url, '{ posts(first: 15) { id author { id } } }');
+      expect(never.status).toBe(400);
+      expect(never.body.errors![0]!.extensions).toMatchObject({
+        code: 'MAX_COST_EXCEEDED',
+        cost: 45,
+        maxCost: 40,
+      });
     } finally {
       await tight.close();
+    }
+  });
+
+  it('lets an allow-listed client run an operation above the budget’s capacity', async () => {
+    // Review: the capacity cap ran before the gate, refusing allow-listed and exempt clients.
+    const open = await startCostApp(server, style, {
+      redis: redisUrl(),
+      prefix: uniquePrefix(),
+      timeoutMs: 2000,
+      allowList: ['127.0.0.1', '::1'],
+      graphql: { budget: '40/h' },
+    });
+    try {
+      const reply = await operation(open.url, '{ posts(first: 15) { id author { id } } }');
+      expect(reply.status).toBe(200);
+      expect(reply.body.errors).toBeUndefined();
+      expect(runs.posts).toBe(1);
+    } finally {
+      await open.close();
     }
   });
 });

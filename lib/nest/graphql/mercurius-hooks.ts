@@ -101,11 +101,18 @@ export class MercuriusOperationCostHooks implements OnApplicationBootstrap {
       const charged = charges.get(context);
       if (charged === undefined) return;
       charges.delete(context);
-      const errors = Array.isArray(execution.errors) && execution.errors.length > 0;
+      const errors = Array.isArray(execution.errors) ? execution.errors : [];
+      // Variables that do not coerce (Mercurius checks them before this hook only when some
+      // were sent) end the request before any field: no `data` (null once Mercurius has
+      // formatted it), and errors without a `path`, which every field error has.
+      const ranNothing =
+        (execution.data === undefined || execution.data === null) &&
+        errors.length > 0 &&
+        errors.every((e) => !isObject(e) || e.path === undefined);
       const cost = await costs.settle(charged.op, charged.charge, {
         data: execution.data,
-        executed: true,
-        errors,
+        executed: !ranNothing,
+        errors: errors.length > 0,
       });
       if (costs.inResponse) execution.extensions = { ...execution.extensions, cost };
     });

@@ -52,7 +52,7 @@ export class OperationCostGuard implements CanActivate {
       executions.set(info.variableValues, charged);
     }
     return charged.then((refusal) => {
-      if (refusal) throw costs.error(refusal);
+      if (refusal) throw costs.resolverError(refusal);
       return true;
     });
   }
@@ -67,11 +67,13 @@ async function charge(
     kind: 'Document' as DocumentNode['kind'],
     definitions: [info.operation, ...Object.values(info.fragments)],
   };
+  // graphql-js 17 holds `{ sources, coerced }` here, 16 the coerced values themselves.
+  const values = info.variableValues as unknown as { coerced?: Record<string, unknown> };
   const charged = await costs.charge({
     schema: info.schema,
     document,
     operationName: info.operation.name?.value,
-    variables: info.variableValues,
+    variables: values.coerced ?? (info.variableValues as Record<string, unknown>),
     contextValue,
   });
   return isRefusal(charged) ? charged : undefined;

@@ -1,3 +1,4 @@
+import * as common from '@nestjs/common';
 import type { ExecutionContext } from '@nestjs/common';
 import type { DocumentNode, GraphQLSchema } from 'graphql';
 import type { Spending } from '../../core/limiter.js';
@@ -34,6 +35,8 @@ export interface Charge {
   readonly outcome: RequestOutcome;
   /** The operation priced (see `OperationCosts.charge`). */
   readonly operationName?: string | null;
+  /** The server did not name the operation of a document of several: the costliest was priced. */
+  readonly guessed?: boolean;
 }
 
 /** The error an operation is refused with, before execution. */
@@ -61,11 +64,8 @@ export class OperationCosts {
   private readonly gate: Gate;
   /** The budget's rules, in the order the store decides them. */
   readonly rules: readonly Rule[];
-  /**
-   * `maxCost`, or less: an operation that costs more than a budget holds could never be
-   * admitted, and is refused as too costly rather than as over the budget (429 without a wait).
-   */
-  readonly maxCost: number;
+  /** The `maxCost` option (no maximum: Infinity). */
+  private readonly maxCost: number;
 
   /** @throws {RateLimitConfigError} for an invalid budget */
   constructor(
@@ -84,10 +84,7 @@ export class OperationCosts {
         : planner.planOfPolicies('GraphQL operation', declared, true);
     this.gate = new Gate(planner.options, planner.events, planner.allowList);
     this.rules = this.plan?.route.enforced ?? [];
-    this.maxCost = Math.min(
-      options.maxCost ?? Infinity,
-      ...this.rules.map((r) => r.policy?.capacity ?? Infinity),
-    );
+    this.maxCost = options.maxCost ?? Infinity;
   }
 
   /** Whether responses carry `extensions.cost`. */
@@ -101,23 +98,25 @@ export class OperationCosts {
    */
   async charge(op: OperationRequest): Promise<Charge | OperationRefusal> {
     const operationName = this.operationNameOf(op);
+    // Guessed: priced at the costliest operation of the document, so never refunded (the
+    // actual cost of another operation's data would read as nothing).
+    const guessed = !op.operationName && typeof operationName === 'string';
     const requested = Math.ceil(
       requestedCost(this.runtime, { ...op, operationName }, this.options),
     );
-    if (requested > this.maxCost) {
-      const maxCost = this.maxCost;
-      return {
-        code: 'MAX_COST_EXCEEDED',
-        status: 400,
-        message: `Query cost ${requested} exceeds the maximum cost ${maxCost}`,
-        extensions: { code: 'MAX_COST_EXCEEDED', cost: requested, maxCost },
-        requested,
-      };
-    }
-    if (this.plan === undefined) return { requested, outcome: NO_LIMIT, operationName };
+    if (requested > this.maxCost) return tooCostly(requested, this.maxCost);
+    if (this.plan === undefined) return { requested, outcome: NO_LIMIT, operationName, guessed };
     const ctx = operationContext(op.contextValue, op.variables, requested);
     const outcome = await this.decide(ctx, this.plan);
-    if (outcome.allowed) return { requested, outcome, operationName };
+    if (outcome.allowed) return { requested, outcome, operationName, guessed };
+    // More than a budget holds (for this identity: an override may hold more): it can never
+    // be admitted, so it is refused as too costly, not as a 429 without a wait.
+    const capacities = (outcome.decision?.policies ?? []).flatMap((p, i) =>
+      !p.allowed && p.retryAfterMs === Infinity
+        ? [p.override ? p.limit : (this.rules[i]?.policy?.capacity ?? p.limit)]
+        : [],
+    );
+    if (capacities.length > 0) return { ...tooCostly(requested, Math.min(...capacities)), outcome };
     const { status, message, retryAfter } = refusalFields(outcome.refusal!);
     const code = status === 503 ? 'SERVICE_UNAVAILABLE' : 'RATE_LIMITED';
     return {
@@ -147,7 +146,7 @@ export class OperationCosts {
     const operationName = charge.operationName;
     const actual = !result.executed
       ? 0
-      : result.errors
+      : result.errors || charge.guessed
         ? charge.requested
         : Math.min(
             charge.requested,
@@ -174,6 +173,14 @@ export class OperationCosts {
     return new this.runtime.GraphQLError(refusal.message, {
       extensions: { ...refusal.extensions, ...extensions },
     });
+  }
+
+  /**
+   * The error of a refusal thrown from a resolver's guard: as a field refusal is (see
+   * `graphQLRefusal`), one Nest does not log at ERROR with a stack per refused field.
+   */
+  resolverError(refusal: OperationRefusal): Error {
+    return Object.assign(intrinsic(refusal.message), { extensions: refusal.extensions });
   }
 
   private async decide(ctx: ExecutionContext, plan: RoutePlan): Promise<RequestOutcome> {
@@ -241,4 +248,22 @@ export class OperationCosts {
 /** Whether `charge` answered a refusal. */
 export function isRefusal(charged: Charge | OperationRefusal): charged is OperationRefusal {
   return 'code' in charged;
+}
+
+/** The refusal of an operation over `maxCost` points: 400, nothing spent. */
+function tooCostly(requested: number, maxCost: number): OperationRefusal {
+  return {
+    code: 'MAX_COST_EXCEEDED',
+    status: 400,
+    message: `Query cost ${requested} exceeds the maximum cost ${maxCost}`,
+    extensions: { code: 'MAX_COST_EXCEEDED', cost: requested, maxCost },
+    requested,
+  };
+}
+
+/** Nest's `IntrinsicException` (NestJS 11 and later), else an `Error`. */
+function intrinsic(message: string): Error {
+  const Intrinsic = (common as { IntrinsicException?: new (message?: string) => Error })
+    .IntrinsicException;
+  return Intrinsic ? new Intrinsic(message) : new Error(message);
 }
