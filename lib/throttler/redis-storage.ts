@@ -1,8 +1,9 @@
 import { quote, RateLimitConfigError } from '../core/errors.js';
-import type { OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
+import { Logger, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
 import type { Cluster, Redis, RedisOptions } from 'ioredis';
 import { RateLimiter } from '../core/limiter.js';
 import { RedisStore } from '../core/stores/redis-store.js';
+import { connect, isClient } from '../nest/module/redis-client.js';
 import { EngineStorage } from './engine-storage.js';
 
 /** Longest wait for the first connection when the module starts, in **ms**. */
@@ -81,33 +82,12 @@ export class RateLimitRedisStorage
 
   private async open(): Promise<RateLimiter> {
     let client: Redis | Cluster;
-    if (typeof (this.redis as Redis).evalsha === 'function') {
-      client = this.redis as Redis | Cluster;
+    if (isClient(this.redis)) {
+      client = this.redis;
     } else {
-      const { Redis } = await import('ioredis');
-      // As the module's own client: never re-send a command whose reply was lost (it could
-      // count twice), fail fast rather than queue while disconnected.
-      const tuned: RedisOptions = {
-        enableOfflineQueue: false,
-        autoResendUnfulfilledCommands: false,
-        maxRetriesPerRequest: 0,
-        lazyConnect: true,
-      };
-      this.own =
-        typeof this.redis === 'string'
-          ? new Redis(this.redis, tuned)
-          : new Redis({ ...(this.redis as RedisOptions), ...tuned });
-      this.own.on('error', () => {
-        // Reported per request (rate_limit.backend_error); ioredis reconnects by itself.
-      });
-      // Up to a second: an app does not wait on a Redis that is not there (requests are
-      // then admitted, logged, until it is; ioredis keeps reconnecting).
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      await Promise.race([
-        this.own.connect().catch(() => undefined),
-        new Promise((resolve) => (timer = setTimeout(resolve, CONNECT_WAIT_MS))),
-      ]);
-      clearTimeout(timer);
+      // Tuned and connected as the module's own client: up to a second, so an app does not
+      // wait on a Redis that is not there (requests are then admitted, logged, until it is).
+      this.own = await connect(this.redis, CONNECT_WAIT_MS, new Logger(RateLimitRedisStorage.name));
       client = this.own;
     }
     return new RateLimiter({

@@ -88,10 +88,9 @@ export class MercuriusOperationCostHooks implements OnApplicationBootstrap {
       markCharged(context);
       const charged = await costs.charge(op);
       if (isRefusal(charged)) {
-        const error = costs.error(charged);
         // Mercurius answers with the `statusCode` of the error a hook throws.
-        throw Object.assign(new Error(error.message), {
-          extensions: (error as { extensions?: object }).extensions,
+        throw Object.assign(new Error(charged.message), {
+          extensions: charged.extensions,
           statusCode: charged.status,
         });
       }

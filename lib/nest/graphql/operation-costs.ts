@@ -5,7 +5,7 @@ import type { Spending } from '../../core/limiter.js';
 import { actualCost, requestedCost } from '../../graphql/cost.js';
 import type { AppGraphQL } from './load-graphql.js';
 import type { RoutePlan } from '../pipeline/call.js';
-import { Gate } from '../pipeline/gate.js';
+import { askSkip, Gate } from '../pipeline/gate.js';
 import { identitiesOf } from '../pipeline/identify.js';
 import { NO_LIMIT, type RequestOutcome } from '../pipeline/outcome.js';
 import type { RoutePlanner } from '../plan/planner.js';
@@ -187,19 +187,7 @@ export class OperationCosts {
     if (this.gate.off) return NO_LIMIT;
     const { options, events } = this.planner;
     const request = graphqlTransport.request(ctx, events);
-    const skip = options.skip;
-    const passes = await this.gate.passes(request, () => {
-      if (!skip) return false;
-      try {
-        return Promise.resolve(skip(ctx)).then(
-          (skipped) => skipped === true,
-          (error: unknown) => (events.configError('skip', error), false),
-        );
-      } catch (error) {
-        events.configError('skip', error);
-        return false;
-      }
-    });
+    const passes = await this.gate.passes(request, () => askSkip(options, events, ctx));
     if (!passes) return NO_LIMIT;
     const outcome = await plan.decide(
       ctx,

@@ -1,3 +1,4 @@
+import type { ExecutionContext } from '@nestjs/common';
 import type { AllowList } from '../../http/allow-list.js';
 import type { RequestLike } from '../../http/ip.js';
 import type { RateLimitModuleOptions } from '../module/options.js';
@@ -98,5 +99,31 @@ export class KillSwitch {
       timer = setTimeout(() => resolve(this.last), ENABLED_WAIT_MS);
     });
     return Promise.race([asking, late]).finally(() => clearTimeout(timer));
+  }
+}
+
+/**
+ * The module's `skip` for a call: true to leave it alone. A `skip` that throws or rejects
+ * skips nothing (and is logged as `rate_limit.config_error`), so a bug there never opens the
+ * API. Synchronous when `skip` is.
+ */
+export function askSkip(
+  options: RateLimitModuleOptions,
+  events: RateLimitEvents,
+  ctx: ExecutionContext,
+): boolean | Promise<boolean> {
+  const { skip } = options;
+  if (!skip) return false;
+  const failed = (error: unknown) => {
+    events.configError('skip', error);
+    return false;
+  };
+  try {
+    const answer = skip(ctx);
+    return isThenable(answer)
+      ? Promise.resolve(answer).then((skipped) => skipped === true, failed)
+      : answer === true;
+  } catch (error) {
+    return failed(error);
   }
 }

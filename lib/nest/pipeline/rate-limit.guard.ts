@@ -9,7 +9,7 @@ import { RATE_LIMIT_GUARD } from './after-route-guards.js';
 import type { Call } from './call.js';
 import { deferToRouteGuards } from './defer.js';
 import { deliver } from './deliver.js';
-import { Gate } from './gate.js';
+import { askSkip, Gate } from './gate.js';
 import { identitiesOf } from './identify.js';
 import {
   decidedFor,
@@ -231,20 +231,7 @@ export class RateLimitGuard implements CanActivate {
    * throws skips nothing (and is logged), so a bug there never opens the API.
    */
   protected shouldSkip(ctx: ExecutionContext): boolean | Promise<boolean> {
-    const { skip } = this.runtime.options;
-    if (!skip) return false;
-    const failed = (error: unknown) => {
-      this.runtime.events.configError('skip', error);
-      return false;
-    };
-    try {
-      const answer = skip(ctx);
-      return isThenable(answer)
-        ? Promise.resolve(answer).then((skipped) => skipped === true, failed)
-        : answer === true;
-    } catch (error) {
-      return failed(error);
-    }
+    return askSkip(this.runtime.options, this.runtime.events, ctx);
   }
 
   /**
