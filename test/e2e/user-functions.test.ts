@@ -236,8 +236,7 @@ class ReportsController {
 }
 
 const TIER_RECIPE = [
-  "byTier({ free: '10/m', pro: '100/m' }, (ctx) => rateLimitContext(ctx).user?.plan, { fallback: 'free' })",
-  "{ key: keys.header('x-api-key') }",
+  "byTier({ free: '10/m', pro: '100/m' }, (ctx) => rateLimitContext(ctx).user?.plan, { fallback: 'free', }), { key: keys.header('x-api-key') },",
   '@UseGuards(ApiKeyGuard)',
   "const account = await this.accounts.byApiKey(request.headers['x-api-key']);",
   'request.user = { id: account.id, plan: account.plan };',
