@@ -220,10 +220,12 @@ describe.each(PLATFORMS)('review regressions on %s', (platform) => {
     expect(r.headers.get('ratelimit')).toBe('"default";r=4;t=12');
   });
 
-  it('a rate function that throws leaves out its own policy only', async () => {
+  // Issue 33, item 6: it used to leave its own policy out, so whoever made it throw went
+  // unlimited by that policy. With no rate ever answered there is none to fall back on.
+  it('a rate function that has never answered refuses with 503, never leaves its policy out', async () => {
     const replies = await times(3, () => h.get('/r/rate', from('10.3.0.1')));
-    expect(replies.map((r) => r.status)).toEqual([200, 200, 429]);
-    expect(replies[0]!.headers.get('ratelimit-policy')).toBe('"static";q=2;w=60');
+    expect(replies.map((r) => r.status)).toEqual([503, 503, 503]);
+    expect(replies[0]!.headers.get('retry-after')).toBe('1');
   });
 
   it('a key function returning null falls back to the client IP, not one shared bucket', async () => {

@@ -1,7 +1,6 @@
-import type { ExecutionContext } from '@nestjs/common';
 import { quote, RateLimitConfigError } from '../../core/errors.js';
 import { definePolicy } from '../../core/limiter.js';
-import { parseRate, type RateInput } from '../../core/rate.js';
+import type { RateInput } from '../../core/rate.js';
 import { RateLimitSettleInterceptor } from '../pipeline/settle.interceptor.js';
 import {
   INCLUDE_UPLOAD_METADATA,
@@ -10,6 +9,8 @@ import {
   SKIP_RATE_LIMIT_METADATA,
 } from './metadata.js';
 import { declare } from './declare-policy.js';
+
+export { byTier } from './tiers.js';
 import {
   ROUTE_SCOPE,
   type DeclaredPolicy,
@@ -159,33 +160,6 @@ export function SkipRateLimit(...names: string[]): ClassDecorator & MethodDecora
     const skip = names.length === 0 || existing === true ? true : [...(existing ?? []), ...names];
     Reflect.defineMetadata(SKIP_RATE_LIMIT_METADATA, skip, holder);
   };
-}
-
-/**
- * A rate per plan:
- * `byTier({ free: '100/h', pro: '5000/h' }, (ctx) => rateLimitContext(ctx).user?.plan, { fallback: 'free' })`
- * (the helper finds the user wherever the transport keeps it, on Fastify's raw request too).
- * Unknown or missing plans get the fallback.
- * @throws {RateLimitConfigError} at definition, for a bad rate or a fallback that is no tier
- */
-export function byTier(
-  tiers: Record<string, RateInput>,
-  planOf: (ctx: ExecutionContext) => string | undefined | Promise<string | undefined>,
-  options: { fallback: string },
-): RateFn {
-  const where = 'byTier';
-  const rates = new Map(
-    Object.entries(tiers).map(([plan, rate]) => [plan, parseRate(rate, `${where} tier "${plan}"`)]),
-  );
-  const fallback = rates.get(options?.fallback);
-  if (!fallback) {
-    throw new RateLimitConfigError(
-      'ERR_RATE_LIMIT_OPTION',
-      `fallback ${quote(options?.fallback)} is not one of the tiers ${quote([...rates.keys()])}`,
-      where,
-    );
-  }
-  return async (ctx) => rates.get((await planOf(ctx)) ?? '') ?? fallback;
 }
 
 function placeOf(target: object, propertyKey?: string | symbol): string {

@@ -18,37 +18,43 @@ export type KeyFn = (
   helpers: KeyHelpers,
 ) => string | undefined | Promise<string | undefined>;
 
-/** Key functions known to read no user: decided before the route's own guards (DESIGN §6). */
-const userless = new WeakSet<KeyFn>();
+/** A user function of a policy: its key, rate or cost function, or `byTier`'s plan function. */
+export type UserFn = (ctx: ExecutionContext, helpers: KeyHelpers) => unknown;
 
-function withoutUser(key: KeyFn): KeyFn {
-  userless.add(key);
-  return key;
+/** User functions known to read no user: decided before the route's own guards. */
+const userless = new WeakSet<object>();
+
+function withoutUser<F extends UserFn>(fn: F): F {
+  userless.add(fn);
+  return fn;
 }
 
 /**
- * Whether `key` may read the authenticated user. True for `keys.userOrIp` (the default),
- * `keys.user` and your own functions; false for `keys.ip`, `keys.header` and a
- * `keys.compose` of those. On a route with guards of its own (authentication), the global
- * guard decides the policies whose key needs the user after those guards have run.
+ * Whether `fn` (a key, rate or cost function) may read the authenticated user: nothing shows
+ * that a function does not, so true for your own functions, `keys.userOrIp` (the default) and
+ * `keys.user`; false for `keys.ip`, `keys.header`, a `keys.compose` of those, a `byTier` whose
+ * plan function is marked, and any function marked with `keys.withoutUser`. On an HTTP route
+ * that a guard of its own or a global guard registered after the module's authenticates, a
+ * policy any of whose functions may read the user is decided after those guards.
  */
-export function needsUser(key: KeyFn): boolean {
-  return !userless.has(key);
+export function needsUser(fn: object): boolean {
+  return !userless.has(fn);
 }
 
 /** Built-in identities (DESIGN §5), on every transport that has what they read. */
 export const keys = {
   /**
-   * Marks your key function as one that reads no user (a header, the body, a route
-   * parameter): on a route with guards of its own it is decided before them, like `keys.ip`,
-   * e.g. a per-account login limit,
-   * `keys.withoutUser((ctx) => 'acct:' + rateLimitContext(ctx).request?.body?.account)`.
-   * Returns `key`.
+   * Marks your key, rate or cost function (or `byTier`'s plan function) as one that reads no
+   * user (a header, the body, a route parameter): on a route with guards of its own its
+   * policy is decided before them, like one keyed by `keys.ip`, e.g. a per-account login
+   * limit, `keys.withoutUser((ctx) => 'acct:' + rateLimitContext(ctx).request?.body?.account)`,
+   * or `cost: keys.withoutUser((ctx) => rateLimitContext(ctx).request.body.items.length)`.
+   * Returns `fn`.
    */
-  withoutUser: (key: KeyFn): KeyFn => withoutUser(key),
+  withoutUser: <F extends UserFn>(fn: F): F => withoutUser(fn),
 
   /** The client address, `ip:<address>`. */
-  ip: withoutUser((_ctx, helpers) => helpers.ip()),
+  ip: withoutUser<KeyFn>((_ctx, helpers) => helpers.ip()),
 
   /**
    * `user:<id>` from the authenticated user (`id`, else `sub`, else `userId`; or your
@@ -64,7 +70,7 @@ export const keys = {
 
   /** A header's value, hashed (`hdr:<name>:<hash>`): API keys are never stored in clear. */
   header: (name: string): KeyFn =>
-    withoutUser((ctx) => {
+    withoutUser<KeyFn>((ctx) => {
       const request = requestOf(ctx);
       return request && headerIdentity(request, name);
     }),

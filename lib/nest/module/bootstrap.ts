@@ -1,6 +1,12 @@
 import { Inject, Optional, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
-import { APP_GUARD, DiscoveryService, MetadataScanner, ModulesContainer } from '@nestjs/core';
-import { appendAfterRouteGuards } from '../pipeline/after-route-guards.js';
+import {
+  APP_GUARD,
+  ApplicationConfig,
+  DiscoveryService,
+  MetadataScanner,
+  ModulesContainer,
+} from '@nestjs/core';
+import { appendAfterRouteGuards, isRateLimitGuard } from '../pipeline/after-route-guards.js';
 import type { RateLimitEvents } from '../observability/events.js';
 import {
   scanHandlers,
@@ -153,25 +159,58 @@ function fieldGuards(providers: readonly InstanceWrapper[]): boolean | undefined
 }
 
 /**
- * Appends the guard that decides per-user policies to every HTTP route that authenticates
- * with guards of its own (see `pipeline/after-route-guards.ts`). In a constructor, because Nest reads a
- * route's guards when it builds its router, after providers exist and before `onModuleInit`.
- * A route whose policies are invalid is left alone here: {@link RouteCheck} reports it.
+ * Appends the guard that decides per-user policies to every HTTP route authenticated after
+ * the module's guard (see `pipeline/after-route-guards.ts`): at once, the routes with guards
+ * of their own (in a constructor, as Nest reads a route's guards when it builds its router,
+ * after providers exist and before `onModuleInit`); then, from `RateLimitModule.configure`,
+ * which Nest calls after `app.useGlobalGuards` and before it builds its router, every HTTP
+ * route when the app runs global guards after the module's (an `APP_GUARD` of a module
+ * imported after `RateLimitModule`, or `app.useGlobalGuards`), so that module order never
+ * turns per-user limits into per-address ones. A route whose policies are invalid is left
+ * alone here: {@link RouteCheck} reports it.
  */
 export class AfterGuardsSetup {
   constructor(
-    @Inject(DiscoveryService) discovery: DiscoveryService,
-    @Inject(MetadataScanner) scanner: MetadataScanner,
-    @Inject(RoutePlanner) runtime: RoutePlanner,
+    @Inject(DiscoveryService) private readonly discovery: DiscoveryService,
+    @Inject(MetadataScanner) private readonly scanner: MetadataScanner,
+    @Inject(RoutePlanner) private readonly runtime: RoutePlanner,
+    @Inject(RateLimitGuard) private readonly own: RateLimitGuard,
+    @Inject(ApplicationConfig) private readonly config: ApplicationConfig,
   ) {
-    for (const { type, handler } of controllerHandlers(discovery, scanner)) {
+    this.appendToRoutes();
+  }
+
+  /** The app's global guards as they stand: each HTTP route waits for those after ours. */
+  afterGlobalGuards(): void {
+    if (!globalGuardsAfter(this.config, appGuardSubclass(this.discovery, this.own) ?? this.own))
+      return;
+    this.runtime.behindGlobalGuards();
+    this.appendToRoutes();
+  }
+
+  private appendToRoutes(): void {
+    for (const { type, handler } of controllerHandlers(this.discovery, this.scanner)) {
       try {
-        if (runtime.routeOf(type, handler).afterGuards) appendAfterRouteGuards(handler);
+        if (this.runtime.routeOf(type, handler).afterGuards) appendAfterRouteGuards(handler);
       } catch {
         // Reported by RouteCheck, which also releases what the module opened.
       }
     }
   }
+}
+
+/**
+ * Whether Nest runs a global guard of the app's after `deciding` (the module's guard, or the
+ * app's subclass it stands aside for): a static one after it, or any request-scoped one (run
+ * after every static one). The guards of this package do not count.
+ */
+function globalGuardsAfter(config: ApplicationConfig, deciding: RateLimitGuard): boolean {
+  const guards = config.getGlobalGuards() as unknown[];
+  const at = guards.indexOf(deciding);
+  if (at === -1) return false;
+  if (guards.slice(at + 1).some((guard) => !isRateLimitGuard(guard))) return true;
+  const scoped = (config.getGlobalRequestGuards?.() ?? []) as { metatype?: unknown }[];
+  return scoped.some((wrapper) => !isRateLimitGuard(wrapper.metatype));
 }
 
 /**

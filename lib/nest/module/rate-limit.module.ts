@@ -4,7 +4,15 @@ import { MercuriusOperationCostHooks } from '../graphql/mercurius-hooks.js';
 import { OperationCostGuard } from '../graphql/operation-cost.guard.js';
 import { OperationCosts } from '../graphql/operation-costs.js';
 import { OPERATION_COSTS } from '../graphql/tokens.js';
-import { Module, type DynamicModule, type Provider, type Type } from '@nestjs/common';
+import {
+  Inject,
+  Module,
+  Optional,
+  type DynamicModule,
+  type NestModule,
+  type Provider,
+  type Type,
+} from '@nestjs/common';
 import { APP_FILTER, APP_GUARD, DiscoveryModule } from '@nestjs/core';
 import { quote, RateLimitConfigError } from '../../core/errors.js';
 import { RateLimiter } from '../../core/limiter.js';
@@ -33,7 +41,20 @@ import { RESOURCES, Shutdown } from './lifecycle.js';
  * ```
  */
 @Module({})
-export class RateLimitModule {
+export class RateLimitModule implements NestModule {
+  constructor(
+    @Optional() @Inject(AfterGuardsSetup) private readonly afterGuards?: AfterGuardsSetup,
+  ) {}
+
+  /**
+   * Called by Nest once the app's global guards are all known and before it builds its
+   * routes: per-user policies then wait for global guards registered after the module's.
+   * Applies no middleware.
+   */
+  configure(): void {
+    this.afterGuards?.afterGlobalGuards();
+  }
+
   /** @throws {RateLimitConfigError} at bootstrap, for any invalid option or route policy */
   static forRoot(options: RateLimitModuleOptions): DynamicModule {
     return build(

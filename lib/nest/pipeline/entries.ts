@@ -2,8 +2,9 @@ import type { ExecutionContext } from '@nestjs/common';
 import { definePolicy, type LimitEntry } from '../../core/limiter.js';
 import { quote, RateLimitConfigError } from '../../core/errors.js';
 import type { Policy } from '../../core/policy.js';
-import type { RateInput } from '../../core/rate.js';
-import type { RateLimitEvents } from '../observability/events.js';
+import { formatRate, type RateInput } from '../../core/rate.js';
+import { stricterRate, strictestTier } from '../declare/tiers.js';
+import { messageOf, type RateLimitEvents } from '../observability/events.js';
 import type { IdentityOf } from './identify.js';
 import type { RateLimitModuleOptions } from '../module/options.js';
 import { addressPolicy, type Route, type Rule } from '../plan/rules.js';
@@ -11,7 +12,7 @@ import { addressPolicy, type Route, type Rule } from '../plan/rules.js';
 /** A rule and what it asks of the store for one request. */
 export type Entry = { rule: Rule; entry: LimitEntry };
 
-/** The entries of a request, and the rules whose rate or cost function failed. */
+/** The entries of a request, and the rules that could not be given any (see `entriesOf`). */
 export interface Entries {
   entries: Entry[];
   broken: Rule[];
@@ -29,6 +30,8 @@ const MAX_DYNAMIC_POLICIES = 1000;
 export class PolicyResolver {
   /** Policies of rate functions, by the answer and what else shapes the policy. */
   private readonly dynamicPolicies = new Map<string, Policy>();
+  /** Per rule with a rate function, the strictest policy it has answered: see `policyInstead`. */
+  private readonly strictestAnswered = new WeakMap<Rule, Policy>();
 
   constructor(
     private readonly options: RateLimitModuleOptions,
@@ -51,8 +54,11 @@ export class PolicyResolver {
   }
 
   /**
-   * The entries of `rules`. A rule whose rate or cost function throws, rejects or answers an
-   * invalid value is left out and listed in `broken` (logged as `rate_limit.config_error`).
+   * The entries of `rules`. A rate or cost function that throws, rejects or answers an invalid
+   * value never takes its rule off the request: a cost is charged at least 1, a rate is the
+   * strictest one known (see `policyInstead`). A rule left with no entry (a fail-closed one
+   * whose cost function threw, a rate function that never answered) is listed in `broken`.
+   * Each is logged as `rate_limit.config_error`.
    */
   async entriesOf(
     ctx: ExecutionContext | undefined,
@@ -82,8 +88,22 @@ export class PolicyResolver {
 
   private async policyOf(rule: Rule, ctx: ExecutionContext | undefined): Promise<Policy> {
     if (rule.policy) return rule.policy;
-    // Only rules with a rate function read `ctx`, and only calls of a handler have those.
-    const rate: RateInput = await rule.rateFn!(ctx!);
+    let policy: Policy;
+    try {
+      // Only rules with a rate function read `ctx`, and only calls of a handler have those.
+      policy = this.policyFor(rule, await rule.rateFn!(ctx!));
+    } catch (error) {
+      return this.policyInstead(rule, error);
+    }
+    const strictest = this.strictestAnswered.get(rule);
+    if (strictest !== policy && (strictest === undefined || stricter(policy, strictest))) {
+      this.strictestAnswered.set(rule, policy);
+    }
+    return policy;
+  }
+
+  /** The policy of `rule` at `rate`, built once per rate. */
+  private policyFor(rule: Rule, rate: RateInput): Policy {
     const algorithm = rule.options.algorithm ?? this.options.algorithm;
     const cacheKey = JSON.stringify([
       rule.where,
@@ -118,9 +138,39 @@ export class PolicyResolver {
     return policy;
   }
 
+  /**
+   * The policy of a rule whose rate function threw, rejected or answered no valid rate: never
+   * none, or a client whose input makes it throw would go unlimited. A `byTier` function's
+   * strictest tier; else the strictest rate the function has answered in this process. Logged
+   * as `rate_limit.config_error`.
+   * @throws `error` when the function has never answered: the rule is then refused as a
+   *   fail-closed policy is without its store (see `decideInStages`)
+   */
+  private policyInstead(rule: Rule, error: unknown): Policy {
+    const tier = strictestTier(rule.rateFn!);
+    const instead = tier ? this.policyFor(rule, tier) : this.strictestAnswered.get(rule);
+    if (instead === undefined) throw error;
+    this.events.configError(
+      rule.where,
+      new RateLimitConfigError(
+        'ERR_RATE_LIMIT_RATE',
+        `the rate function of policy "${rule.name}" failed (${messageOf(error)}): limited at ${formatRate(instead)}, its ${tier ? 'strictest tier' : 'strictest rate so far'}`,
+        rule.where,
+      ),
+    );
+    return instead;
+  }
+
   private async costOf(rule: Rule, ctx: ExecutionContext | undefined): Promise<number> {
     if (typeof rule.cost !== 'function') return rule.cost;
-    const cost: unknown = await rule.cost(ctx!);
+    let cost: unknown;
+    try {
+      cost = await rule.cost(ctx!);
+    } catch (error) {
+      // A fail-closed policy refuses instead (see `decideInStages`).
+      if (rule.failClosed) throw error;
+      return this.clampedCost(undefined, rule, error);
+    }
     if (typeof cost === 'number' && Number.isSafeInteger(cost) && cost >= 0) return cost;
     return this.clampedCost(cost, rule);
   }
@@ -131,18 +181,25 @@ export class PolicyResolver {
    * policy off the request. A fraction is rounded up, a number past 2^53 is 2^53 - 1 (over
    * any capacity: refused), and a negative number, NaN or anything else costs 1. Logged as
    * `rate_limit.config_error`: the function has a bug to fix.
+   * @param thrown what the function threw, if it did: charged 1, as a plain call
    */
-  private clampedCost(cost: unknown, rule: Rule): number {
+  private clampedCost(cost: unknown, rule: Rule, thrown?: unknown): number {
     const clamped =
       typeof cost === 'number' && cost > 0 ? Math.min(Math.ceil(cost), Number.MAX_SAFE_INTEGER) : 1;
+    const what = thrown === undefined ? `returned ${quote(cost)}` : `threw (${messageOf(thrown)})`;
     this.events.configError(
       rule.where,
       new RateLimitConfigError(
         'ERR_RATE_LIMIT_COST',
-        `the cost function of policy "${rule.name}" returned ${quote(cost)}: charged ${clamped} (a cost is an integer >= 0)`,
+        `the cost function of policy "${rule.name}" ${what}: charged ${clamped} (a cost is an integer >= 0)`,
         rule.where,
       ),
     );
     return clamped;
   }
+}
+
+/** Whether `a` admits fewer requests over time than `b`. */
+function stricter(a: Policy, b: Policy): boolean {
+  return a !== b && stricterRate(b, a) === a;
 }

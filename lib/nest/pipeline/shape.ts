@@ -130,6 +130,11 @@ export class Outcomes {
    */
   failure(enforced: readonly Rule[]): RequestOutcome {
     if (!enforced.some((r) => r.failClosed)) return NO_LIMIT;
+    return this.unavailable();
+  }
+
+  /** The 503 of a fail-closed policy without its store, `Retry-After: 1`. */
+  unavailable(): RequestOutcome {
     return {
       allowed: false,
       headers: { 'Retry-After': '1' },

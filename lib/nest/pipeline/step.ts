@@ -26,11 +26,14 @@ export async function decideInStages(
 ): Promise<RequestOutcome> {
   const { entries: enforcing, broken } =
     fixed ?? (await engine.entries.entriesOf(ctx, route, route.enforced, identities));
-  // A policy whose rate or cost function failed is left out, changing nothing; the other
-  // policies still apply. A fail-closed one refuses instead, as when its store is down.
-  if (broken.length > 0 && broken.some((r) => r.failClosed)) {
+  // A policy left with no entry (its rate function never answered, or it is fail-closed and
+  // its cost function threw) refuses as a fail-closed policy does when its store is down:
+  // left out, it would lift its limit for whoever makes the function throw. Except an address
+  // budget (of requests a route's guards refuse), spent before any user is known, which a
+  // rate function may need: its own policy still applies, after the guards.
+  if (broken.length > 0 && broken.some((r) => r.addressBurst === undefined)) {
     if (trace) trace.brokenClosed = true;
-    return engine.shape.failure(broken);
+    return engine.shape.unavailable();
   }
   let outcome: RequestOutcome = NO_LIMIT;
   if (enforcing.length > 0) {

@@ -31,7 +31,7 @@ export class RoutePlanner {
   readonly allowList: AllowList | undefined;
   private readonly routes: RouteTable;
   /** Per controller, then per handler: an inherited handler serves several controllers. */
-  private readonly plans = new WeakMap<Target, Map<Target, RoutePlan>>();
+  private plans = new WeakMap<Target, Map<Target, RoutePlan>>();
 
   /**
    * @param global the module's guard is global (`APP_GUARD`): on HTTP routes with guards of
@@ -99,6 +99,15 @@ export class RoutePlanner {
    */
   routeOf(controller: Target, handler: Target): Route {
     return (this.plans.get(controller)?.get(handler) ?? this.compile(controller, handler)).route;
+  }
+
+  /**
+   * The app runs global guards after the module's: per-user policies wait for them on every
+   * HTTP route (see {@link RouteTable.behindGlobalGuards}). Before Nest builds its routes.
+   */
+  behindGlobalGuards(): void {
+    this.routes.behindGlobalGuards();
+    this.plans = new WeakMap();
   }
 
   /** See {@link RouteTable.knownPolicy}. */

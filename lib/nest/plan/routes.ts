@@ -35,7 +35,9 @@ const SCOPE_UNSAFE = /[^A-Za-z0-9_.\-/]/g;
  */
 export class RouteTable {
   /** Per controller, then per handler: an inherited handler serves several controllers. */
-  private readonly routes = new WeakMap<Target, Map<Target, Route>>();
+  private routes = new WeakMap<Target, Map<Target, Route>>();
+  /** Set by {@link RouteTable.behindGlobalGuards}. */
+  private globalGuardsAfter = false;
   /** Static policies of the routes resolved so far, by scope, name and algorithm; null when two disagree. */
   private readonly known = new Map<string, Policy | null>();
   private readonly defaults: readonly DeclaredPolicy[];
@@ -87,8 +89,8 @@ export class RouteTable {
       this.toRule(declared, isDefault, routeScope),
     );
     const late =
-      this.deferUserPolicies && hasOwnGuards(controller, handler)
-        ? rules.filter((r) => needsUser(r.key))
+      this.deferUserPolicies && this.authenticatedLater(controller, handler)
+        ? rules.filter(readsUser)
         : [];
     const route: Route =
       late.length === 0
@@ -125,6 +127,27 @@ export class RouteTable {
       else if (seen !== null && !sameRate(seen, rule.policy)) this.known.set(id, null);
     }
     return route;
+  }
+
+  /**
+   * Tells the table that the app runs global guards of its own after the module's (an
+   * `APP_GUARD` registered after it, `app.useGlobalGuards`): every HTTP route is then
+   * authenticated after the module's guard, as one with guards of its own is. The routes
+   * resolved so far are resolved again.
+   */
+  behindGlobalGuards(): void {
+    if (this.globalGuardsAfter) return;
+    this.globalGuardsAfter = true;
+    this.routes = new WeakMap();
+  }
+
+  /**
+   * Whether Nest runs guards of the app's after the module's guard on this handler: an HTTP
+   * route with guards of its own, or any HTTP route behind global guards registered after.
+   */
+  private authenticatedLater(controller: Target, handler: Target): boolean {
+    if (Reflect.getMetadata(NEST_METADATA.route, handler) === undefined) return false;
+    return this.globalGuardsAfter || hasOwnGuards(controller, handler);
   }
 
   /**
@@ -212,12 +235,23 @@ export class RouteTable {
 }
 
 /**
+ * Whether any function of the rule (its key, rate or cost function) may read the user: then,
+ * on a route authenticated after the module's guard, it is decided after authentication.
+ */
+export function readsUser(rule: Rule): boolean {
+  return (
+    needsUser(rule.key) ||
+    (rule.rateFn !== undefined && needsUser(rule.rateFn)) ||
+    (typeof rule.cost === 'function' && needsUser(rule.cost))
+  );
+}
+
+/**
  * Whether the handler is an HTTP route with guards of its own (`@UseGuards` on the
  * controller, its base classes or the handler), which Nest runs after the global ones:
  * authentication, usually. Ours do not count.
  */
 function hasOwnGuards(controller: Target, handler: Target): boolean {
-  if (Reflect.getMetadata(NEST_METADATA.route, handler) === undefined) return false;
   const own = (target: Target): unknown[] =>
     (Reflect.getMetadata(NEST_METADATA.guards, target) as unknown[] | undefined) ?? [];
   return [...own(controller), ...own(handler)].some((guard) => !isRateLimitGuard(guard));
