@@ -11,11 +11,16 @@ import type { ThrottlerRequest } from './options.js';
 const unsetBlocks = new WeakMap<object, Map<string, number>>();
 
 /**
- * The unset blocks of the request whose `handleRequest` is running, for a storage asked by a
- * `handleRequest` override that calls `increment` itself and so hands over the default block
- * without its context.
+ * The request whose `handleRequest` is running, for a storage asked by a `handleRequest`
+ * override that calls `increment` itself: its unset blocks (it hands over the default block
+ * without its context), and the guard's report of a store failure it admits (so the guard's
+ * logger says it, once per 10 s for the guard).
  */
-const running = new AsyncLocalStorage<ReadonlyMap<string, number>>();
+interface Handling {
+  readonly unset: ReadonlyMap<string, number> | undefined;
+  readonly admits: (error: unknown) => boolean;
+}
+const running = new AsyncLocalStorage<Handling>();
 
 /** Records that throttler `name` of `context` sets no block: it was handed `blockDuration`. */
 export function markUnsetBlock(context: object, name: string, blockDuration: number): void {
@@ -31,10 +36,21 @@ export function blockUnset(request: ThrottlerRequest): boolean {
   return unset !== undefined && unset === request.blockDuration;
 }
 
-/** Runs `handle` (a `handleRequest`) with the unset blocks of `context` readable by storages. */
-export function withUnsetBlocks<T>(context: object, handle: () => Promise<T>): Promise<T> {
-  const unset = unsetBlocks.get(context);
-  return unset ? running.run(unset, handle) : handle();
+/**
+ * Runs `handle` (a `handleRequest`) with the unset blocks of `context` and the guard's
+ * failure report readable by storages.
+ */
+export function handling<T>(
+  context: object,
+  admits: (error: unknown) => boolean,
+  handle: () => Promise<T>,
+): Promise<T> {
+  return running.run({ unset: unsetBlocks.get(context), admits }, handle);
+}
+
+/** The failure report of the guard whose `handleRequest` is running, if any. */
+export function guardReport(): ((error: unknown) => boolean) | undefined {
+  return running.getStore()?.admits;
 }
 
 /**
@@ -42,5 +58,5 @@ export function withUnsetBlocks<T>(context: object, handle: () => Promise<T>): P
  * when it is the default of a throttler that set none, in the request being handled.
  */
 export function storedBlock(throttlerName: string, blockDuration: number): number {
-  return running.getStore()?.get(throttlerName) === blockDuration ? 0 : blockDuration;
+  return running.getStore()?.unset?.get(throttlerName) === blockDuration ? 0 : blockDuration;
 }

@@ -4,7 +4,7 @@ import { definePolicy } from '../core/limiter.js';
 import { MAX_FIXED_WINDOW_PERIOD_MS } from '../core/rate.js';
 import type { Policy, PolicyDecision } from '../core/policy.js';
 import { Logger } from '@nestjs/common';
-import { storedBlock } from './block-default.js';
+import { guardReport, storedBlock } from './block-default.js';
 import { ThrottlerFailures } from './failures.js';
 import type { ThrottlerStorage, ThrottlerStorageRecord } from './storage.js';
 
@@ -57,6 +57,7 @@ const MAX_MS = MAX_FIXED_WINDOW_PERIOD_MS;
 export abstract class EngineStorage implements ThrottlerStorage {
   private readonly policies = new Map<string, Policy>();
   private readonly failures = new ThrottlerFailures(() => LOGGER);
+  private readonly admits = (error: unknown) => this.failures.admits(error);
 
   /** The engine this storage counts with (opened on first use when it needs connecting). */
   protected abstract limiter(): RateLimiter | Promise<RateLimiter>;
@@ -65,7 +66,8 @@ export abstract class EngineStorage implements ThrottlerStorage {
    * One hit, alone in its store call (for guards that ask throttler by throttler, and
    * `handleRequest` overrides that call it themselves). Fails open on its own: when the store
    * fails or times out, the hit is admitted (`totalHits: 0`, nothing counted) and
-   * `rate_limit.backend_error` logged at most once per 10 s. A `blockDuration` that is the
+   * `rate_limit.backend_error` logged at most once per 10 s (by the drop-in guard's logger
+   * when its `handleRequest` asks). A `blockDuration` that is the
    * default of a throttler setting none, handed over by a `handleRequest` of the drop-in's
    * guard, counts as no block (refused until the window ends, nestjs/throttler#2208).
    * @param ttl the window, in **ms**
@@ -85,7 +87,7 @@ export abstract class EngineStorage implements ThrottlerStorage {
       ]);
       return record!;
     } catch (error) {
-      if (!this.failures.admits(error)) throw error;
+      if (!(guardReport() ?? this.admits)(error)) throw error;
       return { totalHits: 0, timeToExpire: 0, isBlocked: false, timeToBlockExpire: 0 };
     }
   }

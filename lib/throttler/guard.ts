@@ -20,7 +20,7 @@ import type {
   ThrottlerRequest,
 } from './options.js';
 import { requestResponseOf, userAgentIgnored } from './request-response.js';
-import { blockUnset, withUnsetBlocks } from './block-default.js';
+import { blockUnset, handling } from './block-default.js';
 import { checkThrottlers, throttlerRequest } from './requests.js';
 import type { ThrottlerStorage, ThrottlerStorageRecord } from './storage.js';
 
@@ -60,6 +60,7 @@ export class ThrottlerGuard implements CanActivate {
   >;
   protected ipv6SubnetPrefix = DEFAULT_IPV6_SUBNET_PREFIX;
   private readonly failures = new ThrottlerFailures(() => this.logger);
+  private readonly admits = (error: unknown) => this.failures.admits(error);
   /** The `ignoreUserAgents` patterns with a `lastIndex` that `test` moves (`/g`, `/y`). */
   private statefulPatterns: RegExp[] = [];
 
@@ -128,7 +129,7 @@ export class ThrottlerGuard implements CanActivate {
     for (const throttler of this.throttlers) {
       const request = await this.resolve(context, throttler);
       if (request === undefined) continue;
-      continues.push(await withUnsetBlocks(context, () => this.handleRequest(request)));
+      continues.push(await handling(context, this.admits, () => this.handleRequest(request)));
     }
     return continues.every(Boolean);
   }

@@ -192,13 +192,18 @@ describe.each(PLATFORMS)(
   (platform) => {
     it('Redis unreachable: RateLimitRedisStorage.increment admits (fail-open), logged once; was 500', async () => {
       const warnings: string[] = [];
+      class Logged extends CountsItself {
+        protected override logger = { warn: (m: string) => warnings.push(m) } as never;
+      }
       const storage = new RateLimitRedisStorage(
         { host: '127.0.0.1', port: 1, disconnectTimeout: 50 },
         { timeoutMs: 200 },
       );
-      const logger = (storage as unknown as { failures: { logger: () => unknown } }).failures;
-      logger.logger = () => ({ warn: (m: string) => warnings.push(m) });
-      const get = await start({ throttlers: [{ ttl: 60_000, limit: 1 }], storage }, platform);
+      const get = await start(
+        { throttlers: [{ ttl: 60_000, limit: 1 }], storage },
+        platform,
+        Logged,
+      );
       expect(await get(3)).toEqual([200, 200, 200]);
       expect(warnings).toHaveLength(1);
       expect(warnings[0]).toMatch(/^rate_limit\.backend_error/);
