@@ -3,7 +3,13 @@ import type { LimitEntry, RateLimiter } from '../core/limiter.js';
 import { definePolicy } from '../core/limiter.js';
 import { MAX_FIXED_WINDOW_PERIOD_MS } from '../core/rate.js';
 import type { Policy, PolicyDecision } from '../core/policy.js';
+import { Logger } from '@nestjs/common';
+import { guardReport, storedBlock } from './block-default.js';
+import { ThrottlerFailures } from './failures.js';
 import type { ThrottlerStorage, ThrottlerStorageRecord } from './storage.js';
+
+/** Where `increment` logs a store failure it admits (the guard's name: one source to grep). */
+const LOGGER = new Logger('ThrottlerGuard');
 
 /** One throttler's hit, as the guard hands it to {@link EngineStorage.decide}. */
 export interface ThrottlerHit {
@@ -50,11 +56,23 @@ const MAX_MS = MAX_FIXED_WINDOW_PERIOD_MS;
  */
 export abstract class EngineStorage implements ThrottlerStorage {
   private readonly policies = new Map<string, Policy>();
+  private readonly failures = new ThrottlerFailures(() => LOGGER);
+  private readonly admits = (error: unknown) => this.failures.admits(error);
 
   /** The engine this storage counts with (opened on first use when it needs connecting). */
   protected abstract limiter(): RateLimiter | Promise<RateLimiter>;
 
-  /** One hit, alone in its store call (for guards that ask throttler by throttler). */
+  /**
+   * One hit, alone in its store call (for guards that ask throttler by throttler, and
+   * `handleRequest` overrides that call it themselves). Fails open on its own: when the store
+   * fails or times out, the hit is admitted (`totalHits: 0`, nothing counted) and
+   * `rate_limit.backend_error` logged at most once per 10 s (by the drop-in guard's logger
+   * when its `handleRequest` asks). A `blockDuration` that is the
+   * default of a throttler setting none, handed over by a `handleRequest` of the drop-in's
+   * guard, counts as no block (refused until the window ends, nestjs/throttler#2208).
+   * @param ttl the window, in **ms**
+   * @param blockDuration **ms**; 0 = none
+   */
   async increment(
     key: string,
     ttl: number,
@@ -62,8 +80,16 @@ export abstract class EngineStorage implements ThrottlerStorage {
     blockDuration: number,
     throttlerName: string,
   ): Promise<ThrottlerStorageRecord> {
-    const [record] = await this.decide([{ key, ttl, limit, blockDuration, throttlerName }]);
-    return record!;
+    const block = storedBlock(throttlerName, blockDuration);
+    try {
+      const [record] = await this.decide([
+        { key, ttl, limit, blockDuration: block, throttlerName },
+      ]);
+      return record!;
+    } catch (error) {
+      if (!(guardReport() ?? this.admits)(error)) throw error;
+      return { totalHits: 0, timeToExpire: 0, isBlocked: false, timeToBlockExpire: 0 };
+    }
   }
 
   /**

@@ -1,6 +1,5 @@
 import type { Logger } from '@nestjs/common';
 import { RateLimitBackendError, RateLimitConfigError } from '../core/errors.js';
-import { ThrottlerSettingError } from './request-response.js';
 
 /** How often, at most, each kind of failure is logged, in **ms**. */
 const LOG_EVERY_MS = 10_000;
@@ -8,8 +7,7 @@ const LOG_EVERY_MS = 10_000;
 /**
  * What the guard answers by admitting the request, logged (each event at most once per
  * 10 s), never by a 500: a store that failed or timed out (`rate_limit.backend_error`), a
- * setting that resolved at request time to something that is no number
- * (`rate_limit.config_error`, the throttler is left out of that request).
+ * policy the engine refused to build (`rate_limit.config_error`).
  */
 export class ThrottlerFailures {
   private readonly loggedAt = new Map<string, number>();
@@ -23,17 +21,11 @@ export class ThrottlerFailures {
       this.log('rate_limit.backend_error', { message: error.message });
       return true;
     }
-    if (error instanceof RateLimitConfigError || error instanceof ThrottlerSettingError) {
+    if (error instanceof RateLimitConfigError) {
       this.log('rate_limit.config_error', { message: error.message });
       return true;
     }
     return false;
-  }
-
-  /** Logs a setting of `throttler` that could not be resolved for a request: that throttler admits. */
-  setting(error: unknown, throttler: string): void {
-    const message = error instanceof Error ? error.message : String(error);
-    this.log('rate_limit.config_error', { throttler, message });
   }
 
   private log(event: string, detail: object): void {

@@ -11,7 +11,7 @@ import { EngineStorage, type ThrottlerHit } from './engine-storage.js';
 import { ThrottlerFailures } from './failures.js';
 import { throttlerMessage, ThrottlerException } from './exception.js';
 import { sha256 } from './hash.js';
-import { DEFAULT_IPV6_SUBNET_PREFIX, normalizeIp } from './ip.js';
+import { DEFAULT_IPV6_SUBNET_PREFIX, trackerOf } from './ip.js';
 import type {
   ThrottlerLimitDetail,
   ThrottlerModuleOptions,
@@ -20,8 +20,17 @@ import type {
   ThrottlerRequest,
 } from './options.js';
 import { requestResponseOf, userAgentIgnored } from './request-response.js';
-import { blockUnset, checkThrottlers, throttlerRequests } from './requests.js';
+import { blockUnset, handling } from './block-default.js';
+import { checkThrottlers, throttlerRequest } from './requests.js';
 import type { ThrottlerStorage, ThrottlerStorageRecord } from './storage.js';
+
+/** A throttler's hit on the atomic path, with the patterns' `lastIndex` after its test. */
+interface Counted {
+  request: ThrottlerRequest;
+  tracker: string;
+  hit: ThrottlerHit;
+  lastIndexes: number[] | undefined;
+}
 
 /**
  * The throttler's guard, on this package's engine. Register it as the throttler's is
@@ -33,8 +42,11 @@ import type { ThrottlerStorage, ThrottlerStorageRecord } from './storage.js';
  * ({@link ThrottlerGuard.handleRequests}); a subclass that overrides `handleRequest`, a
  * subclass of our storages that overrides `increment`, or a storage of your own, is asked
  * throttler by throttler, as the throttler does. Either way, when one of our storages fails
- * or times out, or a setting resolves to no number at request time, the request is admitted
- * and logged (`rate_limit.backend_error`, `rate_limit.config_error`), never answered 500.
+ * or times out, the request is admitted and logged (`rate_limit.backend_error`, fail-open).
+ * A user function that throws on a request (a `limit`, `ttl` or `blockDuration` function,
+ * `skipIf`, `getTracker`, `generateKey`), or a setting that resolves to no number, refuses
+ * the request with that error, as the throttler does (Nest answers an `HttpException` as
+ * such, any other error 500): no client input switches a limit off.
  */
 @Injectable()
 export class ThrottlerGuard implements CanActivate {
@@ -48,6 +60,9 @@ export class ThrottlerGuard implements CanActivate {
   >;
   protected ipv6SubnetPrefix = DEFAULT_IPV6_SUBNET_PREFIX;
   private readonly failures = new ThrottlerFailures(() => this.logger);
+  private readonly admits = (error: unknown) => this.failures.admits(error);
+  /** The `ignoreUserAgents` patterns with a `lastIndex` that `test` moves (`/g`, `/y`). */
+  private statefulPatterns: RegExp[] = [];
 
   constructor(
     @InjectThrottlerOptions() protected readonly options: ThrottlerModuleOptions,
@@ -82,19 +97,24 @@ export class ThrottlerGuard implements CanActivate {
       this.ipv6SubnetPrefix = this.options.ipv6SubnetPrefix ?? DEFAULT_IPV6_SUBNET_PREFIX;
     }
     this.commonOptions.getTracker ??= this.getTracker.bind(this);
+    const patterns = [
+      this.commonOptions.ignoreUserAgents,
+      ...this.throttlers.map((t) => t.ignoreUserAgents),
+    ];
+    this.statefulPatterns = [
+      ...new Set(
+        patterns.flatMap((list) =>
+          Array.isArray(list)
+            ? list.filter((p) => p instanceof RegExp && (p.global || p.sticky))
+            : [],
+        ),
+      ),
+    ];
     this.commonOptions.generateKey ??= this.generateKey.bind(this);
   }
 
   async canActivate(context: ExecutionContext): Promise<boolean> {
     if (await this.shouldSkip(context)) return true;
-    const requests = await throttlerRequests(
-      context,
-      this.throttlers,
-      this.commonOptions,
-      this.reflector,
-      (error, throttler) => this.failures.setting(error, throttler),
-    );
-    if (requests.length === 0) return true;
     const storage = this.storageService;
     if (
       storage instanceof EngineStorage &&
@@ -102,10 +122,15 @@ export class ThrottlerGuard implements CanActivate {
       storage.increment === EngineStorage.prototype.increment &&
       this.handleRequest === ThrottlerGuard.prototype.handleRequest
     ) {
-      return this.handleRequests(requests, storage);
+      return this.handleRequests(context, storage);
     }
+    // Throttler by throttler, each resolved just before it is counted, as the throttler does.
     const continues: boolean[] = [];
-    for (const request of requests) continues.push(await this.handleRequest(request));
+    for (const throttler of this.throttlers) {
+      const request = await this.resolve(context, throttler);
+      if (request === undefined) continue;
+      continues.push(await handling(context, this.admits, () => this.handleRequest(request)));
+    }
     return continues.every(Boolean);
   }
 
@@ -128,13 +153,14 @@ export class ThrottlerGuard implements CanActivate {
     const key = generateKey(context, tracker, throttler.name!);
     const ours = this.storageService instanceof EngineStorage;
     const blockDuration = ours && blockUnset(requestProps) ? 0 : requestProps.blockDuration;
-    let record: ThrottlerStorageRecord;
-    try {
-      record = await this.storageService.increment(key, ttl, limit, blockDuration, throttler.name!);
-    } catch (error) {
-      if (ours && this.failures.admits(error)) return true;
-      throw error;
-    }
+    // Our storages' increment admits a failed store call itself, logged.
+    const record = await this.storageService.increment(
+      key,
+      ttl,
+      limit,
+      blockDuration,
+      throttler.name!,
+    );
     await this.answer(requestProps, res, tracker, key, record);
     return true;
   }
@@ -144,46 +170,90 @@ export class ThrottlerGuard implements CanActivate {
    * if every throttler admits, and then counted under each. Headers and the refusal as the
    * throttler writes them, in the throttlers' order. When the store fails, the request is
    * admitted and the failure logged (`rate_limit.backend_error`, at most once per 10 s).
+   *
+   * The user's functions run in the throttler's order and stop where it stops: a function
+   * that throws (a setting, `skipIf`, `getTracker`, `generateKey`) refuses the request with
+   * its error once the throttlers before it are decided (a refusal among those answers
+   * first); after a refusal, the `ignoreUserAgents` patterns of later throttlers are left as
+   * the throttler leaves them (a `/g` or `/y` pattern's `lastIndex`).
    */
   protected async handleRequests(
-    requests: readonly ThrottlerRequest[],
+    context: ExecutionContext,
     storage: EngineStorage,
   ): Promise<boolean> {
-    const { req, res } = this.getRequestResponse(requests[0]!.context);
-    const counted: { request: ThrottlerRequest; tracker: string; hit: ThrottlerHit }[] = [];
-    for (const request of requests) {
-      const { context, throttler } = request;
-      if (this.ignoresUserAgent(throttler, req)) continue;
-      const tracker = await request.getTracker(req, context);
-      const key = request.generateKey(context, tracker, throttler.name!);
-      const { ttl, limit } = request;
-      // No blockDuration set: refused until the window ends, not for a whole ttl from the
-      // refusal (nestjs/throttler#2208: up to twice the ttl).
-      const blockDuration = blockUnset(request) ? 0 : request.blockDuration;
-      counted.push({
-        request,
-        tracker,
-        hit: { key, ttl, limit, blockDuration, throttlerName: throttler.name! },
-      });
+    const { req, res } = this.getRequestResponse(context);
+    const counted: Counted[] = [];
+    const patterns = this.statefulPatterns;
+    let failure: { error: unknown } | undefined;
+    for (const throttler of this.throttlers) {
+      try {
+        const request = await this.resolve(context, throttler);
+        if (request === undefined || this.ignoresUserAgent(throttler, req)) continue;
+        const tracker = await request.getTracker(req, context);
+        const key = request.generateKey(context, tracker, throttler.name!);
+        const { ttl, limit } = request;
+        // No blockDuration set: refused until the window ends, not for a whole ttl from the
+        // refusal (nestjs/throttler#2208: up to twice the ttl).
+        const blockDuration = blockUnset(request) ? 0 : request.blockDuration;
+        counted.push({
+          request,
+          tracker,
+          hit: { key, ttl, limit, blockDuration, throttlerName: throttler.name! },
+          lastIndexes: patterns.length ? patterns.map((p) => p.lastIndex) : undefined,
+        });
+      } catch (error) {
+        failure = { error };
+        break;
+      }
     }
-    if (counted.length === 0) return true;
+    if (counted.length > 0) await this.decideAll(counted, storage, res, patterns);
+    if (failure) throw failure.error;
+    return true;
+  }
+
+  /** The decision of `counted` in one store call, answered throttler by throttler. */
+  private async decideAll(
+    counted: readonly Counted[],
+    storage: EngineStorage,
+    res: ThrottlerRecord | undefined,
+    patterns: readonly RegExp[],
+  ): Promise<void> {
     let records: ThrottlerStorageRecord[];
     try {
       records = await storage.decide(counted.map((c) => c.hit));
     } catch (error) {
-      if (this.failures.admits(error)) return true;
+      if (this.failures.admits(error)) return;
       throw error;
     }
+    // The throttler stops at its first refusal: the patterns as that throttler left them.
+    const refusal = counted[records.findIndex((record) => record.isBlocked)];
+    refusal?.lastIndexes?.forEach((lastIndex, i) => (patterns[i]!.lastIndex = lastIndex));
     for (let i = 0; i < counted.length; i++) {
       const { request, tracker, hit } = counted[i]!;
       await this.answer(request, res, tracker, hit.key, records[i]!);
     }
-    return true;
   }
 
-  /** The default tracker: the client's address (`req.ip`), IPv6 by its /64 (see `normalizeIp`). */
+  /**
+   * One throttler of the request, resolved (undefined when skipped).
+   * @throws what the throttler throws: a setting, or `skipIf`, that throws or gives no number
+   */
+  private resolve(
+    context: ExecutionContext,
+    throttler: ThrottlerOptions,
+  ): Promise<ThrottlerRequest | undefined> {
+    return throttlerRequest(context, throttler, this.commonOptions, this.reflector);
+  }
+
+  /**
+   * The default tracker: the client's address (`req.ip`), IPv6 by its /64 (see `normalizeIp`).
+   * On a graphql-ws subscription (no `req.ip`), the address of the connection's upgrade
+   * request (`req.extra.request`), as the socket saw it: a proxy in front is not looked
+   * through (override this to read its header); a connection without an address is a
+   * client of its own (see `trackerOf`).
+   */
   protected async getTracker(req: ThrottlerRecord): Promise<string> {
-    return normalizeIp(req?.ip as string, this.ipv6SubnetPrefix);
+    return trackerOf(req, this.ipv6SubnetPrefix);
   }
 
   /**

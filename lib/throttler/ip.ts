@@ -25,3 +25,40 @@ export function normalizeIp(
   if (prefix === 128) return `${whole}/128`;
   return normalizeAddress(whole, prefix) ?? ip;
 }
+
+type Obj = Record<string, unknown>;
+
+const isObject = (value: unknown): value is Obj => typeof value === 'object' && value !== null;
+
+/** A tracker of its own per WebSocket connection whose address is unknown. */
+const connections = new WeakMap<object, string>();
+let connectionCount = 0;
+
+/**
+ * The default tracker of a request (`req`, as `getRequestResponse` gives it), **as a string
+ * or undefined**: its `ip` normalised (see {@link normalizeIp}), as the throttler does. Where
+ * there is no `ip`, the peer address of its socket: a graphql-ws context (`req` of Nest's
+ * GraphQL context for a subscription, whose upgrade request is `extra.request`) or a raw
+ * Node request (a Mercurius subscription's). A graphql-ws connection without any address is
+ * its own client (`ws-connection:<n>`), never pooled with every other one. Anything else
+ * without an address gives what the throttler gives (`undefined`).
+ */
+export function trackerOf(req: unknown, ipv6SubnetPrefix: number): string {
+  if (!isObject(req)) return normalizeIp(undefined as never, ipv6SubnetPrefix);
+  if (typeof req.ip === 'string') return normalizeIp(req.ip, ipv6SubnetPrefix);
+  const extra = isObject(req.extra) ? req.extra : undefined;
+  const request = extra && isObject(extra.request) ? extra.request : req;
+  const socket = isObject(request.socket) ? request.socket : undefined;
+  const address = socket?.remoteAddress;
+  if (typeof address === 'string' && address !== '') {
+    return normalizeIp(address, ipv6SubnetPrefix);
+  }
+  // No address (a Unix socket, a connection already closed): one tracker per connection. A
+  // client gains a fresh budget only by opening a new connection, which costs it a handshake.
+  const connection = extra && isObject(extra.socket) ? extra.socket : undefined;
+  if (connection === undefined) return normalizeIp(req.ip as string, ipv6SubnetPrefix);
+  let tracker = connections.get(connection);
+  if (tracker === undefined)
+    connections.set(connection, (tracker = `ws-connection:${++connectionCount}`));
+  return tracker;
+}

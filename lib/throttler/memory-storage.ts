@@ -14,7 +14,9 @@ export const DEFAULT_SWEEP_INTERVAL = 1000;
  * Unlike the throttler's, it schedules no timer per hit (so no request's AsyncLocalStorage
  * context is kept alive by one, nestjs/throttler#2629): expired windows are dropped when read
  * and by one unreferenced sweep timer, made with the storage, never on a request; memory is
- * bounded by `maxKeys` (nestjs/throttler#2665).
+ * bounded by `maxKeys` (nestjs/throttler#2665): 200,000 budget keys (one per tracker, route
+ * and throttler) by default, about 500 bytes of heap each, so about 100 MB at most (the
+ * throttler's storage holds about 780 bytes per key, unbounded between its sweeps).
  */
 @Injectable()
 export class ThrottlerStorageService extends EngineStorage implements OnApplicationShutdown {

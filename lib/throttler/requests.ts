@@ -11,21 +11,9 @@ import {
 import type { Resolvable, ThrottlerOptions, ThrottlerRequest } from './options.js';
 import { resolveNumber, toNumber } from './request-response.js';
 
-/**
- * Per context, the throttlers that set no `blockDuration` anywhere, with the default they were
- * handed (the ttl, **ms**): `handleRequest` receives the throttler's default, for subclasses
- * that count themselves; this package's storages count such a throttler without a block
- * (nestjs/throttler#2208). Keyed by context and name, so a request a subclass copies
- * (`super.handleRequest({ ...request })`) is still recognised.
- */
-const unsetBlocks = new WeakMap<object, Map<string, number>>();
+import { blockUnset, markUnsetBlock } from './block-default.js';
 
-/** Whether `request`'s block is the throttler's default, set nowhere (see {@link unsetBlocks}). */
-export function blockUnset(request: ThrottlerRequest): boolean {
-  const name = request.throttler?.name;
-  const unset = name === undefined ? undefined : unsetBlocks.get(request.context)?.get(name);
-  return unset !== undefined && unset === request.blockDuration;
-}
+export { blockUnset };
 
 /**
  * Checks the throttlers' settings that are set and not functions when the module starts:
@@ -47,59 +35,43 @@ export function checkThrottlers(throttlers: readonly ThrottlerOptions[]): void {
 }
 
 /**
- * The throttlers that apply to a request, as the throttler resolves them: those skipped by
- * `@SkipThrottle` or `skipIf` left out, each setting from the route, else the controller
- * (`@Throttle`), else the throttler's options; `blockDuration` defaults to the ttl. A
- * throttler whose setting does not resolve to a number (a function that throws or gives
- * `NaN`) is left out, admitting the request, and handed to `onSettingError`.
+ * One throttler of a request, resolved as the throttler resolves it: undefined when
+ * `@SkipThrottle` or `skipIf` skips it; else each setting from the route, else the
+ * controller (`@Throttle`), else the throttler's options, `blockDuration` defaulting to the
+ * ttl. Called throttler by throttler, in the guard's order, so that the functions of a
+ * throttler after a refusing one are not called (as in the throttler).
+ * @throws whatever `skipIf` or a setting function throws, and `ThrottlerSettingError`
+ *   for a setting that resolves to no number (`NaN`, `undefined`): the request is refused
+ *   with that error, as the throttler refuses it, never admitted unlimited
  */
-export async function throttlerRequests(
+export async function throttlerRequest(
   context: ExecutionContext,
-  throttlers: readonly ThrottlerOptions[],
+  throttler: ThrottlerOptions,
   common: Pick<ThrottlerOptions, 'skipIf' | 'getTracker' | 'generateKey'>,
   reflector: Reflector,
-  onSettingError: (error: unknown, throttler: string) => void,
-): Promise<ThrottlerRequest[]> {
+): Promise<ThrottlerRequest | undefined> {
   const targets = [context.getHandler(), context.getClass()];
-  const read = <T>(key: string, name: string) =>
-    reflector.getAllAndOverride<T | undefined>(key + name, targets);
-  const requests: ThrottlerRequest[] = [];
-  for (const throttler of throttlers) {
-    const name = throttler.name!;
-    const skipIf = throttler.skipIf || common.skipIf;
-    if (read<boolean>(THROTTLER_SKIP, name) || skipIf?.(context)) continue;
-    const block =
-      read<Resolvable<number>>(THROTTLER_BLOCK_DURATION, name) ?? throttler.blockDuration;
-    let limit: number, ttl: number, blockDuration: number;
-    try {
-      limit = await resolveNumber(
-        context,
-        read(THROTTLER_LIMIT, name) ?? throttler.limit,
-        'limit',
-        name,
-      );
-      ttl = await resolveNumber(context, read(THROTTLER_TTL, name) ?? throttler.ttl, 'ttl', name);
-      blockDuration = await resolveNumber(context, block ?? ttl, 'blockDuration', name);
-    } catch (error) {
-      onSettingError(error, name);
-      continue;
-    }
-    const request: ThrottlerRequest = {
-      context,
-      limit,
-      ttl,
-      blockDuration,
-      throttler,
-      getTracker: read(THROTTLER_TRACKER, name) || throttler.getTracker || common.getTracker!,
-      generateKey:
-        read(THROTTLER_KEY_GENERATOR, name) || throttler.generateKey || common.generateKey!,
-    };
-    if (block === undefined) {
-      let unset = unsetBlocks.get(context);
-      if (!unset) unsetBlocks.set(context, (unset = new Map()));
-      unset.set(name, blockDuration);
-    }
-    requests.push(request);
-  }
-  return requests;
+  const name = throttler.name!;
+  const read = <T>(key: string) => reflector.getAllAndOverride<T | undefined>(key + name, targets);
+  const skipIf = throttler.skipIf || common.skipIf;
+  if (read<boolean>(THROTTLER_SKIP) || skipIf?.(context)) return undefined;
+  const block = read<Resolvable<number>>(THROTTLER_BLOCK_DURATION) ?? throttler.blockDuration;
+  const limit = await resolveNumber(
+    context,
+    read(THROTTLER_LIMIT) ?? throttler.limit,
+    'limit',
+    name,
+  );
+  const ttl = await resolveNumber(context, read(THROTTLER_TTL) ?? throttler.ttl, 'ttl', name);
+  const blockDuration = await resolveNumber(context, block ?? ttl, 'blockDuration', name);
+  if (block === undefined) markUnsetBlock(context, name, blockDuration);
+  return {
+    context,
+    limit,
+    ttl,
+    blockDuration,
+    throttler,
+    getTracker: read(THROTTLER_TRACKER) || throttler.getTracker || common.getTracker!,
+    generateKey: read(THROTTLER_KEY_GENERATOR) || throttler.generateKey || common.generateKey!,
+  };
 }

@@ -33,8 +33,8 @@ interface Entry {
  * a load balancer each count on their own, so use Redis there.
  *
  * Memory stays bounded: expired keys are dropped when read, and a single unreferenced
- * timer sweeps a slice of the keys at a time; `maxKeys` caps the total. Only numbers are
- * stored, never request objects.
+ * timer sweeps a slice of the keys at a time; `maxKeys` caps the total (200,000 by default,
+ * about 500 bytes of heap each: about 100 MB). Only numbers are stored, never request objects.
  */
 export class MemoryStore implements RateLimitStore {
   private readonly entries = new Map<string, Entry>();
