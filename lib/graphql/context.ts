@@ -17,6 +17,7 @@ import type {
   SelectionSetNode,
 } from 'graphql';
 import { sliceSize, type VariableScope } from './arguments.js';
+import { OperationNotFoundError } from './errors.js';
 import type { GraphQLRuntime } from './runtime.js';
 import { declaredWeight, listSizeOf, typeWeight, type ListSizeInfo } from './weights.js';
 
@@ -115,8 +116,9 @@ export function clamp(cost: number): number {
 }
 
 /**
- * The operation to analyse and its variable defaults. Throws on a document that validation
- * would refuse: no operation, several without `operationName`, or an unknown name.
+ * The operation to analyse and its fragments. Throws `OperationNotFoundError` on a document
+ * that validation would refuse: no operation, several without `operationName`, or an unknown
+ * name.
  */
 export function pickOperation(
   rt: GraphQLRuntime,
@@ -138,13 +140,15 @@ export function pickOperation(
   if (operationName) {
     operation = info.operations.find((op) => op.name?.value === operationName);
     if (!operation) {
-      throw new Error(`GraphQL cost: the document has no operation named "${operationName}".`);
+      throw new OperationNotFoundError(
+        `GraphQL cost: the document has no operation named "${operationName}".`,
+      );
     }
   } else if (info.operations.length === 1) {
     operation = info.operations[0];
   }
   if (!operation) {
-    throw new Error(
+    throw new OperationNotFoundError(
       info.operations.length === 0
         ? 'GraphQL cost: the document has no operation.'
         : 'GraphQL cost: the document has several operations, and no operationName says which.',

@@ -58,6 +58,14 @@ export interface CostOptions {
    * anything else counts as the default.
    */
   readonly minimumCost?: number;
+  /**
+   * The most steps one call of `requestedCost` or `actualCost` may take (a step: a selection
+   * visited, or a value of the response read), default `DEFAULT_MAX_ANALYSIS_STEPS`. Past it the
+   * call throws `CostAnalysisLimitError` (`maxAnalysisSteps`) instead of computing on: the
+   * analysis never costs the server more than a bounded amount, whatever the document. A
+   * positive integer; anything else counts as the default.
+   */
+  readonly maxAnalysisSteps?: number;
 }
 
 /** One operation to analyse, as the server received it. */
@@ -74,6 +82,13 @@ export interface OperationInput {
 
 /** Default `CostOptions.defaultListSize`, in items. */
 export const DEFAULT_LIST_SIZE = 10;
+
+/**
+ * Default `CostOptions.maxAnalysisSteps`, in steps: far above what a legitimate document takes
+ * (the 20-field bench query takes about 200, the GraphiQL introspection query about 300;
+ * a response of 100,000 values as many), and about 100 ms of CPU at worst.
+ */
+export const DEFAULT_MAX_ANALYSIS_STEPS = 1_000_000;
 
 /** Default `CostOptions.minimumCost`, in cost points. */
 export const DEFAULT_MINIMUM_COST = 1;
