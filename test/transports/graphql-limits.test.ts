@@ -53,7 +53,7 @@ describe.each(['apollo', 'mercurius'] as const)('operation limits on %s', (serve
         graphql: {
           budget: '1000/h',
           maxDepth: 3,
-          maxHeight: 4,
+          maxHeight: 8,
           maxAliases: 2,
           maxRootFields: 3,
         },
@@ -66,12 +66,14 @@ describe.each(['apollo', 'mercurius'] as const)('operation limits on %s', (serve
   });
   beforeEach(resetRuns);
 
+  // `measured` is where the check stopped (at least the first value over the limit).
   it.each([
     ['maxDepth', nested(4), 4, 3],
-    // Query.node, Node.id, Node.next, Query.hello, Query.conn, Conn.total, Conn.items: 7.
-    ['maxHeight', '{ node { id next { id } } hello conn { total items { id } } }', 7, 4],
+    // Distinct fields per selection set: node, hello, conn; id, next; id; total, items; id, name.
+    ['maxHeight', '{ node { id next { id } } hello conn { total items { id name } } }', 10, 8],
     ['maxAliases', '{ a: hello b: hello c: hello }', 3, 2],
-    ['maxRootFields', '{ hello node { id } conn { total } h: hello }', 4, 3],
+    // Distinct root fields: an alias of one already selected is not counted again.
+    ['maxRootFields', '{ hello node { id } h: hello conn { total } version }', 4, 3],
   ])(
     'refuses an operation over %s: 400, its name, measured, maximum',
     async (limit, query, measured, maximum) => {
@@ -98,7 +100,8 @@ describe.each(['apollo', 'mercurius'] as const)('operation limits on %s', (serve
     expect(reply.body.errors![0]!.extensions).toMatchObject({
       code: 'OPERATION_LIMIT_EXCEEDED',
       limit: 'maxAliases',
-      measured: 1000,
+      measured: 201,
+      maximum: 200,
     });
     expect(runs.hello).toBe(0);
   });
@@ -120,7 +123,8 @@ describe.each(['apollo', 'mercurius'] as const)('operation limits on %s', (serve
     expect(reply.body.errors![0]!.extensions).toMatchObject({
       code: 'OPERATION_LIMIT_EXCEEDED',
       limit: 'maxDepth',
-      measured: 2000,
+      measured: 65,
+      maximum: 64,
     });
     expect(runs).toEqual(NO_RUNS);
   });
@@ -145,7 +149,8 @@ describe.each(['apollo', 'mercurius'] as const)('operation limits on %s', (serve
     expect(wsError(reply)?.extensions).toMatchObject({
       code: 'OPERATION_LIMIT_EXCEEDED',
       limit: 'maxAliases',
-      measured: 500,
+      measured: 201,
+      maximum: 200,
     });
     expect(reply.next.every((r) => r.data === undefined || r.data === null)).toBe(true);
     expect(JSON.stringify(reply)).not.toContain('__Schema');
@@ -156,7 +161,7 @@ describe.each(['apollo', 'mercurius'] as const)('operation limits on %s', (serve
     // before the guard that priced at the first Nest resolver refused `hello`.
     const reply = await overWebSocket(
       tight.url,
-      '{ __schema { queryType { name } } __type(name: "Node") { name } hello h: hello }',
+      '{ __schema { queryType { name } } __type(name: "Node") { name } hello version }',
     );
     expect(wsError(reply)?.extensions).toMatchObject({
       code: 'OPERATION_LIMIT_EXCEEDED',
@@ -173,7 +178,7 @@ describe.each(['apollo', 'mercurius'] as const)('operation limits on %s', (serve
     expect(wsError(reply)?.extensions).toMatchObject({
       code: 'OPERATION_LIMIT_EXCEEDED',
       limit: 'maxAliases',
-      measured: 200,
+      measured: 3,
       maximum: 2,
     });
     expect(runs.sendEmail).toBe(0);
@@ -196,3 +201,71 @@ describe.each(['apollo', 'mercurius'] as const)('operation limits on %s', (serve
     expect(runs.ticks).toBe(1);
   });
 });
+
+/**
+ * Over the WebSocket an operation is priced whole, as over HTTP, with the shape limits off:
+ * Nest's graphql-ws server ran introspection (served by no Nest resolver) unpriced, and the
+ * root fields beside a refused `hello`, when the operation was priced at its first resolver.
+ */
+describe.each(['apollo', 'mercurius'] as const)(
+  'graphql-ws operations priced whole on %s',
+  (server) => {
+    let app: LimitsApp;
+    beforeAll(async () => {
+      app = await startLimitsApp(server, {
+        redis: redisUrl(),
+        prefix: uniquePrefix(),
+        timeoutMs: 2000,
+        graphql: {
+          maxCost: 100,
+          budget: '1000/h',
+          maxAliases: Infinity,
+          maxRootFields: Infinity,
+          maxHeight: Infinity,
+        },
+      });
+    });
+    afterAll(() => app.close());
+    beforeEach(resetRuns);
+
+    it('refuses 500 aliased __schema by maxCost over HTTP and the WebSocket alike, 0 bytes of schema', async () => {
+      const flood = aliased(500, '__schema { types { name fields { name } } }');
+      const http = await operation(app.url, flood);
+      expect(http.status).toBe(400);
+      expect(http.body.errors![0]!.extensions).toMatchObject({
+        code: 'MAX_COST_EXCEEDED',
+        maxCost: 100,
+      });
+      const ws = await overWebSocket(app.url, flood);
+      expect(wsError(ws)?.extensions).toMatchObject({
+        code: 'MAX_COST_EXCEEDED',
+        cost: http.body.errors![0]!.extensions!.cost,
+        maxCost: 100,
+      });
+      expect(ws.next.every((r) => r.data === undefined || r.data === null)).toBe(true);
+      expect(JSON.stringify(ws)).not.toContain('__Schema');
+      expect(ws.bytes).toBeLessThan(1000);
+    });
+
+    it('refuses a hello beside costly introspection whole: neither runs', async () => {
+      // 10 types × (1 + 10 fields × 1) + __schema 1 = 111 points > maxCost 100. `hi` is nullable:
+      // refused alone, it would leave the schema in `data`.
+      const reply = await overWebSocket(
+        app.url,
+        '{ __schema { types { name fields { name } } } hi }',
+      );
+      expect(wsError(reply)?.extensions).toMatchObject({ code: 'MAX_COST_EXCEEDED', cost: 111 });
+      expect(JSON.stringify(reply)).not.toContain('"Query"');
+      expect(runs).toEqual(NO_RUNS);
+    });
+
+    it('charges a query over the WebSocket, refunds down to its actual cost, and says so', async () => {
+      const reply = await overWebSocket(app.url, '{ conn(first: 50) { total items { id } } }');
+      expect(reply.next).toHaveLength(1);
+      expect(reply.next[0]!.data).toEqual({ conn: { total: 2, items: [{ id: 0 }, { id: 1 }] } });
+      const cost = reply.next[0]!.extensions?.cost as Record<string, number>;
+      expect(cost.requestedQueryCost).toBeGreaterThan(cost.actualQueryCost!);
+      expect(runs.conn).toBe(1);
+    });
+  },
+);

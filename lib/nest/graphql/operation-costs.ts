@@ -149,16 +149,24 @@ export class OperationCosts {
       ? 0
       : result.errors || charge.guessed
         ? charge.requested
-        : Math.min(
-            charge.requested,
-            Math.ceil(
-              actualCost(this.runtime, { ...op, operationName, data: result.data }, this.options),
-            ),
-          );
+        : Math.min(charge.requested, this.actual({ ...op, operationName }, result.data, charge));
     const unused = charge.requested - actual;
     const { spending } = charge.outcome;
     const refunded = unused > 0 && spending && (await this.refund(spending, unused)) ? unused : 0;
     return costExtension(charge.requested, actual, charge.outcome, this.rules, refunded);
+  }
+
+  /**
+   * The actual cost of what ran, rounded up; the requested cost when the response is too large
+   * to walk within the step budget (nothing is given back).
+   */
+  private actual(op: OperationRequest, data: unknown, charge: Charge): number {
+    try {
+      return Math.ceil(actualCost(this.runtime, { ...op, data }, this.options));
+    } catch (error) {
+      if (error instanceof CostAnalysisLimitError) return charge.requested;
+      throw error;
+    }
   }
 
   /** `extensions.cost` of an operation refused before it ran. */

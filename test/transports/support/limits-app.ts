@@ -39,6 +39,8 @@ export function resetRuns(): void {
 class Node {
   @Field(() => Int)
   id!: number;
+  @Field(() => String, { nullable: true })
+  name?: string;
   @Field(() => Node, { nullable: true })
   next?: Node;
 }
@@ -75,6 +77,16 @@ class LimitsResolver {
   hello() {
     runs.hello++;
     return 'world';
+  }
+  /** `hello`, nullable: a refusal of it alone leaves its siblings' data in the response. */
+  @Query(() => String, { nullable: true })
+  hi() {
+    runs.hello++;
+    return 'hi';
+  }
+  @Query(() => String)
+  version() {
+    return '1';
   }
   @Mutation(() => Boolean)
   sendEmail() {
