@@ -17,7 +17,7 @@ const { operation, overWebSocket, resetRuns, runs, startLimitsApp, wsError } =
   await import('./support/limits-app.js');
 type LimitsApp = Awaited<ReturnType<typeof startLimitsApp>>;
 
-const NO_RUNS = { node: 0, next: 0, conn: 0, hello: 0, sendEmail: 0, ticks: 0 };
+const NO_RUNS = { node: 0, next: 0, conn: 0, nodes: 0, hello: 0, sendEmail: 0, ticks: 0 };
 
 /** `node { next { next … { id } } }`, `levels` fields deep. */
 function nested(levels: number): string {

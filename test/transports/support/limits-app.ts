@@ -2,7 +2,7 @@
  * The app of the GraphQL operation limits tests (issue 32), code-first, on Apollo (Express) or
  * Mercurius (Fastify), with graphql-ws (Apollo) or Mercurius's WebSocket (`fullWsTransport`, so
  * that queries and mutations run over it too): a recursive `Node` (`node { next { next … } }`)
- * for depth, a page object `conn(first) { total items { id } }` for the fragment chains, a
+ * for depth, a page object `conn(first) { total items { id } }`, a list `nodes(first)`, a
  * `hello`, a `sendEmail` mutation and a `ticks` subscription. Counts resolver calls.
  */
 import 'reflect-metadata';
@@ -29,7 +29,7 @@ import { bootstrap } from '../../e2e/support/app.js';
 export type LimitsServer = 'apollo' | 'mercurius';
 
 /** Resolver calls since the app started. */
-export const runs = { node: 0, next: 0, conn: 0, hello: 0, sendEmail: 0, ticks: 0 };
+export const runs = { node: 0, next: 0, conn: 0, nodes: 0, hello: 0, sendEmail: 0, ticks: 0 };
 
 export function resetRuns(): void {
   for (const key of Object.keys(runs) as (keyof typeof runs)[]) runs[key] = 0;
@@ -72,6 +72,11 @@ class LimitsResolver {
       total: 2,
       items: Array.from({ length: Math.min(first ?? 2, 2) }, (_, id) => ({ id })),
     };
+  }
+  @Query(() => [Node])
+  nodes(@Args('first', { type: () => Int, nullable: true }) first?: number) {
+    runs.nodes++;
+    return Array.from({ length: Math.min(first ?? 2, 2) }, (_, id) => ({ id }));
   }
   @Query(() => String)
   hello() {
