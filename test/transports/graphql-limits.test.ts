@@ -248,13 +248,14 @@ describe.each(['apollo', 'mercurius'] as const)(
     });
 
     it('refuses a hello beside costly introspection whole: neither runs', async () => {
-      // 10 types × (1 + 10 fields × 1) + __schema 1 = 111 points > maxCost 100. `hi` is nullable:
-      // refused alone, it would leave the schema in `data`.
+      // 10 types × (1 + 10 fields × 1) + __schema 1 + hi 1 (a root field costs at least 1) =
+      // 112 points > maxCost 100. `hi` is nullable: refused alone, it would leave the schema in
+      // `data`.
       const reply = await overWebSocket(
         app.url,
         '{ __schema { types { name fields { name } } } hi }',
       );
-      expect(wsError(reply)?.extensions).toMatchObject({ code: 'MAX_COST_EXCEEDED', cost: 111 });
+      expect(wsError(reply)?.extensions).toMatchObject({ code: 'MAX_COST_EXCEEDED', cost: 112 });
       expect(JSON.stringify(reply)).not.toContain('"Query"');
       expect(runs).toEqual(NO_RUNS);
     });
