@@ -146,6 +146,11 @@ describe.each(['apollo', 'mercurius'] as const)('adversarial documents on %s', (
       expect(parsed.cpuMs).toBeLessThan(CPU_BUDGET_MS);
       expect(parsed.reply.status).toBe(400);
       expect(parsed.reply.body.errors![0]!.message).toMatch(/more tha[nt] 15000 tokens/);
+      if (server === 'apollo') {
+        expect(parsed.reply.body.errors![0]!.extensions).toMatchObject({
+          code: 'GRAPHQL_PARSE_FAILED',
+        });
+      }
 
       // Without the token limit: graphql-js's own validation gives up on the 1,000 × 1,500
       // document (OverlappingFieldsCanBeMerged's budget, before any hook of ours); the shape

@@ -56,6 +56,7 @@ describe.each(['apollo', 'mercurius'] as const)('operation limits on %s', (serve
           maxHeight: 8,
           maxAliases: 2,
           maxRootFields: 3,
+          maxTokens: 300,
         },
       }),
       startLimitsApp(server, { ...base, prefix: uniquePrefix() }),
@@ -80,7 +81,9 @@ describe.each(['apollo', 'mercurius'] as const)('operation limits on %s', (serve
       const before = await available(tight);
       const reply = await operation(tight.url, query);
       expect(reply.status).toBe(400);
-      expect(reply.body.data ?? undefined).toBeUndefined();
+      // Apollo answers a refusal before execution without `data`; Mercurius with `data: null`.
+      if (server === 'apollo') expect('data' in reply.body).toBe(false);
+      else expect(reply.body.data).toBeNull();
       expect(reply.body.errors).toHaveLength(1);
       expect(reply.body.errors![0]!.extensions).toMatchObject({
         code: 'OPERATION_LIMIT_EXCEEDED',
@@ -174,7 +177,7 @@ describe.each(['apollo', 'mercurius'] as const)('operation limits on %s', (serve
   });
 
   it('refuses a mutation over the WebSocket over a limit, sending no email', async () => {
-    const reply = await overWebSocket(tight.url, aliased(200, 'sendEmail', 'mutation '));
+    const reply = await overWebSocket(tight.url, aliased(20, 'sendEmail', 'mutation '));
     expect(wsError(reply)?.extensions).toMatchObject({
       code: 'OPERATION_LIMIT_EXCEEDED',
       limit: 'maxAliases',
@@ -182,6 +185,29 @@ describe.each(['apollo', 'mercurius'] as const)('operation limits on %s', (serve
       maximum: 2,
     });
     expect(runs.sendEmail).toBe(0);
+  });
+
+  it('prices 200 aliased mutations over the WebSocket at 11 each: over the budget, none sent', async () => {
+    // Within the default maxAliases (200); each mutation field costs 10, and 1 as a root field:
+    // 2,200 points, more than the 1,000 the budget holds.
+    const reply = await overWebSocket(app.url, aliased(200, 'sendEmail', 'mutation '));
+    expect(wsError(reply)?.extensions).toMatchObject({
+      code: 'MAX_COST_EXCEEDED',
+      cost: 2200,
+      maxCost: 1000,
+    });
+    expect(runs.sendEmail).toBe(0);
+  });
+
+  it('refuses a document over maxTokens over the WebSocket with the parser’s error', async () => {
+    // 3 tokens an alias: 120 aliases are 360 tokens > 300.
+    const reply = await overWebSocket(tight.url, aliased(120, 'hello'));
+    // Mercurius sends its own wrapper of the parser's error over its WebSocket.
+    expect(wsError(reply)?.message).toMatch(
+      server === 'apollo' ? /more tha[nt] 300 tokens/ : /^Graphql validation error$/,
+    );
+    expect(reply.next.every((r) => r.data === undefined || r.data === null)).toBe(true);
+    expect(runs).toEqual(NO_RUNS);
   });
 
   it('prices a subscription once when it starts: one over a limit never starts', async () => {
