@@ -12,6 +12,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/glo
 import { redisUrl } from '../harness/redis.js';
 import { uniquePrefix } from '../e2e/support/app.js';
 import { loadableMercurius } from './support/mercurius-interop.js';
+import { aliasesTimesFragments } from '../../bench/graphql/documents.js';
 
 await loadableMercurius();
 const { operation, resetRuns, runs, startLimitsApp } = await import('./support/limits-app.js');
@@ -179,4 +180,25 @@ describe.each(['apollo', 'mercurius'] as const)('adversarial documents on %s', (
       for (const target of [app, untokened, open]) await answersNormally(target);
     },
   );
+
+  it('refuses the issue’s 93 KB S × M document (1,600 × 1,350 on the page object) before any resolver', async () => {
+    // Before: 400 MAX_COST_EXCEEDED after 14.5 s (Apollo) / 17.1 s (Mercurius) of analysis.
+    const { query } = aliasesTimesFragments(1600, 1350);
+    expect(query.length).toBeGreaterThan(90_000);
+    expect(query.length).toBeLessThan(100_000);
+    const parsed = await timed(app, query);
+    expect(parsed.cpuMs).toBeLessThan(CPU_BUDGET_MS);
+    expect(parsed.reply.status).toBe(400);
+    expect(parsed.reply.body.errors![0]!.message).toMatch(/more tha[nt] 15000 tokens/);
+    // Without the token limit, graphql-js's own validation gives up on it
+    // (OverlappingFieldsCanBeMerged's budget), before any hook of ours.
+    for (const target of [untokened, open]) {
+      const { reply, cpuMs } = await timed(target, query);
+      expect(cpuMs).toBeLessThan(CPU_BUDGET_MS);
+      expect(reply.status).toBe(400);
+      expect(reply.body.errors![0]!.message).toBe('Validation aborted.');
+    }
+    expect(runs.conn).toBe(0);
+    for (const target of [app, untokened, open]) await answersNormally(target);
+  });
 });
