@@ -26,7 +26,7 @@ export function selectionsActual(
   set: SelectionSetNode,
   type: GraphQLObjectType,
   data: Data,
-  visited: Set<string> = new Set(),
+  visited?: Set<string>,
 ): number {
   const { rt } = walk;
   enter(walk);
@@ -44,10 +44,12 @@ export function selectionsActual(
     } else if (selection.kind === rt.Kind.INLINE_FRAGMENT) {
       const condition = selection.typeCondition?.name.value;
       if (condition !== undefined && !applies(walk, condition, type)) continue;
+      visited ??= new Set(); // one collection of fields, as in requested.ts
       cost += selectionsActual(walk, selection.selectionSet, type, data, visited);
     } else {
       const name = selection.name.value;
       const fragment = walk.fragments.get(name);
+      visited ??= new Set();
       if (!fragment || visited.has(name)) continue;
       visited.add(name);
       if (!applies(walk, fragment.typeCondition.name.value, type)) continue;

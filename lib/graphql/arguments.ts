@@ -29,6 +29,8 @@ export interface VariableScope {
   readonly defaults: ReadonlyMap<string, ConstValueNode>;
 }
 
+const NO_KEYS: readonly string[] = [];
+
 /** Marks a value that was not given at all (as opposed to an explicit `null`). */
 const ABSENT: unique symbol = Symbol('absent');
 type Resolved = unknown | typeof ABSENT;
@@ -60,7 +62,9 @@ export function sliceSize(
 ): number | undefined {
   let size: number | undefined;
   for (const path of listSize.slicingArguments) {
-    const [name, ...keys] = path.split('.');
+    const dot = path.indexOf('.');
+    const name = dot < 0 ? path : path.slice(0, dot);
+    const keys = dot < 0 ? NO_KEYS : path.slice(dot + 1).split('.');
     const given = node.arguments?.find((a) => a.name.value === name);
     const def = field.args.find((a) => a.name === name);
     let value: Resolved = given ? resolve(rt, given.value, scope, 0) : ABSENT;

@@ -42,7 +42,7 @@ export function selectionsCost(
   walk: Walk,
   set: SelectionSetNode,
   type: GraphQLObjectType,
-  visited: Set<string> = new Set(),
+  visited?: Set<string>,
 ): number {
   const { rt } = walk;
   enter(walk);
@@ -58,10 +58,13 @@ export function selectionsCost(
     } else if (selection.kind === rt.Kind.INLINE_FRAGMENT) {
       const condition = selection.typeCondition?.name.value;
       if (condition !== undefined && !applies(walk, condition, type)) continue;
+      // one collection of fields: a fragment spread inside is expanded once for all of it
+      visited ??= new Set();
       cost += selectionsCost(walk, selection.selectionSet, type, visited);
     } else {
       const name = selection.name.value;
       const fragment = walk.fragments.get(name);
+      visited ??= new Set();
       if (!fragment || visited.has(name) || walk.active.has(name)) continue;
       visited.add(name);
       if (!applies(walk, fragment.typeCondition.name.value, type)) continue;
