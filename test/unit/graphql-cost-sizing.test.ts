@@ -7,6 +7,7 @@
  */
 import { describe, expect, it } from '@jest/globals';
 import type { DocumentNode, FieldNode, SelectionSetNode } from 'graphql';
+import { aliasesTimesFragments, fragmentChain, SDL } from '../../bench/graphql/documents.js';
 
 import {
   CostAnalysisLimitError,
@@ -247,6 +248,46 @@ function field(name: string, selectionSet?: SelectionSetNode): FieldNode {
     ...(selectionSet && { selectionSet }),
   };
 }
+
+describe('the walks are linear in the document: counted in steps, not in CPU', () => {
+  const schema = buildSchema(SDL);
+
+  it('the 9-level F-chain (each fragment spread ten times) takes 82 steps, not 10^8 walks', () => {
+    const { query, data } = fragmentChain(9);
+    // graphql-js expands a fragment once per selection set: one __typename, free; the minimum 1.
+    // Steps: the root's spread, then 8 fragments × 10 spreads, then __typename: 1 + 80 + 1 = 82
+    const input = { schema, document: parse(query) };
+    expect(requestedCost(graphql, input, { maxAnalysisSteps: 82 })).toBe(1);
+    expect(() => requestedCost(graphql, input, { maxAnalysisSteps: 81 })).toThrow(
+      CostAnalysisLimitError,
+    );
+    expect(actualCost(graphql, { ...input, data }, { maxAnalysisSteps: 82 })).toBe(1);
+  });
+
+  it('S aliases × M fragments with S different sizes: S + M steps, not S × M', () => {
+    const { query } = aliasesTimesFragments(2000, 300);
+    const input = { schema, document: parse(query) };
+    // per alias: the root field and its spread (2 steps); the chain once: 300 × (total and
+    // the next spread), the last without one: 4000 + 599 = 4599 (S × M would be 600,000)
+    expect(requestedCost(graphql, input, { maxAnalysisSteps: 4599 })).toBe(2000); // 2000 × Conn 1
+    expect(() => requestedCost(graphql, input, { maxAnalysisSteps: 4598 })).toThrow(
+      CostAnalysisLimitError,
+    );
+  });
+
+  it('the same chain below a sized field: walked once for every size', () => {
+    const { query } = aliasesTimesFragments(500, 300, true);
+    const input = { schema, document: parse(query) };
+    // alias i: Conn 1 + (i + 1) edges × Item 1 = i + 2; Σ over i < 500 = 124,750 + 1,000
+    expect(requestedCost(graphql, input, { maxAnalysisSteps: 5000 })).toBe(125_750);
+  });
+
+  it('a fragment spread twice in one selection set counts once, as graphql-js runs it once', () => {
+    const query =
+      '{ node { ...F ...F ... on Item { ...F } } } fragment F on Item { author { id } }';
+    expect(cost(schema, query)).toBe(2); // Item 1 + Author 1
+  });
+});
 
 describe('the analysis refuses what it cannot bound', () => {
   const schema = buildSchema('type Node { id: ID next: Node } type Query { node: Node }');
