@@ -8,7 +8,13 @@
  */
 import { ApolloServer, type ApolloServerPlugin } from '@apollo/server';
 import * as graphql from 'graphql';
-import { actualCost, requestedCost } from 'nest-rate-limit/graphql';
+import {
+  actualCost,
+  DEFAULT_OPERATION_LIMITS,
+  operationLimitExceeded,
+  requestedCost,
+} from 'nest-rate-limit/graphql';
+import { runAnalysisTable, type AnalysisRow } from './adversarial.js';
 
 export interface GraphQLBenchResult {
   /** µs of CPU per operation, medians. */
@@ -16,6 +22,8 @@ export interface GraphQLBenchResult {
   analysedUs: number;
   /** analysed / plain. */
   ratio: number;
+  /** The analysis on the adversarial documents, beside graphql-js (adversarial.ts). */
+  documents: AnalysisRow[];
 }
 
 const SDL = `
@@ -44,12 +52,21 @@ function server(plugins: ApolloServerPlugin[]): ApolloServer {
   return new ApolloServer({ schema, plugins });
 }
 
-/** What the module's Apollo plugin computes, without the store call. */
+/** What the module's Apollo plugin computes (limits, requested, actual), without the store call. */
 const analysis: ApolloServerPlugin = {
   requestDidStart() {
     let requested = 0;
     return Promise.resolve({
       didResolveOperation(rc) {
+        const input = {
+          schema: rc.schema,
+          document: rc.document,
+          operationName: rc.operationName,
+          variables: rc.request.variables,
+        };
+        if (operationLimitExceeded(graphql, input, DEFAULT_OPERATION_LIMITS)) {
+          throw new Error('the bench query exceeds a limit');
+        }
         requested = requestedCost(graphql, {
           schema: rc.schema,
           document: rc.document,
@@ -114,7 +131,8 @@ export async function runGraphQLBench(options: {
     log(
       `  with the cost analysis  ${analysedUs.toFixed(1)} µs  (${((ratio - 1) * 100).toFixed(1)}% more; target ≤ 20%)`,
     );
-    return { plainUs, analysedUs, ratio };
+    const documents = runAnalysisTable({ rounds, log });
+    return { plainUs, analysedUs, ratio, documents };
   } finally {
     await Promise.all([plain.stop(), analysed.stop()]);
   }

@@ -1,20 +1,19 @@
 /**
  * The actual cost: the requested walk again, over the executed result's `data` (IBM §5.1.3,
- * Query Response Analysis). Lists count at their returned length, never more than the size
- * requested for them; a null value costs its field's weight and nothing below it. Every
- * step is at most its requested twin, so the total never exceeds the requested cost.
+ * Query Response Analysis). Lists count at the length the response really holds, whatever size
+ * was assumed or asked for (a resolver that returns more than asked is charged for it); a null
+ * value costs its field's weight and nothing below it. Named fragments are expanded once per
+ * selection set, as graphql-js collects fields; every selection read is a step of the budget.
  */
 import type { FieldNode, GraphQLNamedType, GraphQLObjectType, SelectionSetNode } from 'graphql';
 import { argumentsCost, directivesCost, isExcluded } from './arguments.js';
 import {
   applies,
+  enter,
   fieldInfo,
-  listSizes,
-  memoKey,
   ownWeight,
+  step,
   type FieldInfo,
-  type ListSizes,
-  type Sized,
   type Walk,
 } from './context.js';
 import { typeWeight } from './weights.js';
@@ -27,11 +26,13 @@ export function selectionsActual(
   set: SelectionSetNode,
   type: GraphQLObjectType,
   data: Data,
-  sized: Sized | undefined,
+  visited?: Set<string>,
 ): number {
   const { rt } = walk;
+  enter(walk);
   let cost = 0;
   for (const selection of set.selections) {
+    step(walk);
     if (isExcluded(rt, selection.directives, walk.scope)) continue;
     if (selection.kind === rt.Kind.FIELD) {
       const name = selection.name.value;
@@ -39,68 +40,59 @@ export function selectionsActual(
       // Missing: the field was not executed (an error above it, or aborted): nothing ran.
       if (name === '__typename' || !Object.prototype.hasOwnProperty.call(data, key)) continue;
       const info = fieldInfo(walk, type, name);
-      if (!info) continue;
-      const upstream = sized?.names.has(name) ? sized.size : undefined;
-      cost += fieldActual(walk, selection, info, data[key], upstream);
+      if (info) cost += fieldActual(walk, selection, info, data[key]);
     } else if (selection.kind === rt.Kind.INLINE_FRAGMENT) {
       const condition = selection.typeCondition?.name.value;
       if (condition !== undefined && !applies(walk, condition, type)) continue;
-      cost += selectionsActual(walk, selection.selectionSet, type, data, sized);
+      visited ??= new Set(); // one collection of fields, as in requested.ts
+      cost += selectionsActual(walk, selection.selectionSet, type, data, visited);
     } else {
       const name = selection.name.value;
       const fragment = walk.fragments.get(name);
-      if (!fragment || walk.active.has(name)) continue;
+      visited ??= new Set();
+      if (!fragment || visited.has(name)) continue;
+      visited.add(name);
       if (!applies(walk, fragment.typeCondition.name.value, type)) continue;
-      walk.active.add(name);
-      cost += selectionsActual(walk, fragment.selectionSet, type, data, sized);
-      walk.active.delete(name);
+      cost += selectionsActual(walk, fragment.selectionSet, type, data, visited);
     }
   }
+  walk.depth--;
   return cost;
 }
 
-function fieldActual(
-  walk: Walk,
-  node: FieldNode,
-  info: FieldInfo,
-  value: unknown,
-  upstream: number | undefined,
-): number {
+/** Actual cost points of one executed field whose value in `data` is `value`. */
+export function fieldActual(walk: Walk, node: FieldNode, info: FieldInfo, value: unknown): number {
   const own = ownWeight(walk, info);
   let cost: number;
   if (value === null || value === undefined) {
     cost = own; // the resolver ran and returned nothing: no selection below it ran
   } else if (info.listDepth > 0) {
-    const sizes = listSizes(walk, node, info, upstream);
-    cost = Math.max(listActual(walk, node, info, sizes, value, 1), own);
+    cost = Math.max(listActual(walk, node, info, value, 1), own);
   } else {
-    const sized = info.leaf ? undefined : listSizes(walk, node, info, upstream).sized;
-    cost = itemActual(walk, node, info, value, sized);
+    cost = itemActual(walk, node, info, value);
   }
-  cost += argumentsCost(walk.rt, node.arguments, info.args, walk.scope);
+  cost += argumentsCost(walk.rt, node.arguments, info.args, walk.scope, walk.names);
   cost += directivesCost(walk.rt, walk.schema, node.directives, walk.scope);
   return cost > 0 ? cost : 0;
 }
 
-/** A returned list at `level` (1 = outermost), at most as many items as were requested. */
+/** A returned list at `level` (1 = outermost): every item it holds. */
 function listActual(
   walk: Walk,
   node: FieldNode,
   info: FieldInfo,
-  sizes: ListSizes,
   value: unknown,
   level: number,
 ): number {
-  if (!Array.isArray(value)) return itemActual(walk, node, info, value, sizes.sized);
-  const n = Math.min(value.length, level === 1 ? sizes.outer : sizes.inner);
+  if (!Array.isArray(value)) return itemActual(walk, node, info, value);
   let cost = 0;
-  for (let i = 0; i < n; i++) {
-    const item: unknown = value[i];
+  for (const item of value as readonly unknown[]) {
+    step(walk);
     if (item === null || item === undefined) continue;
     cost +=
       level < info.listDepth
-        ? listActual(walk, node, info, sizes, item, level + 1)
-        : itemActual(walk, node, info, item, sizes.sized);
+        ? listActual(walk, node, info, item, level + 1)
+        : itemActual(walk, node, info, item);
   }
   return cost;
 }
@@ -112,29 +104,24 @@ function listActual(
  * values below it are not walked again for each reading of each ancestor: the walk is linear
  * in the size of `data` times the possible types.
  */
-function itemActual(
-  walk: Walk,
-  node: FieldNode,
-  info: FieldInfo,
-  value: unknown,
-  sized: Sized | undefined,
-): number {
+function itemActual(walk: Walk, node: FieldNode, info: FieldInfo, value: unknown): number {
   const { rt, schema } = walk;
   const set = node.selectionSet;
-  if (info.leaf || !set || typeof value !== 'object' || value === null)
+  if (info.leaf || !set || typeof value !== 'object' || value === null) {
     return ownWeight(walk, info);
+  }
   const data = value as Data;
   const named: GraphQLNamedType = info.named;
   const concrete = rt.isObjectType(named) ? named : typeOf(walk, named, set, data);
   if (concrete) {
     const weight = info.weight ?? typeWeight(rt, schema, concrete);
-    return weight + selectionsActual(walk, set, concrete, data, sized);
+    return weight + selectionsActual(walk, set, concrete, data);
   }
   if (!rt.isAbstractType(named)) return ownWeight(walk, info);
   let max = ownWeight(walk, info);
   for (const member of schema.getPossibleTypes(named)) {
     const weight = info.weight ?? typeWeight(rt, schema, member);
-    max = Math.max(max, weight + rememberedActual(walk, set, member, data, sized));
+    max = Math.max(max, weight + rememberedActual(walk, set, member, data));
   }
   return max;
 }
@@ -145,18 +132,16 @@ function rememberedActual(
   set: SelectionSetNode,
   type: GraphQLObjectType,
   data: Data,
-  sized: Sized | undefined,
 ): number {
   walk.actualMemo ??= new Map();
   let bySet = walk.actualMemo.get(data);
   if (!bySet) walk.actualMemo.set(data, (bySet = new Map()));
   let byType = bySet.get(set);
   if (!byType) bySet.set(set, (byType = new Map()));
-  const key = memoKey(type, sized);
-  let cost = byType.get(key);
+  let cost = byType.get(type.name);
   if (cost === undefined) {
-    cost = selectionsActual(walk, set, type, data, sized);
-    byType.set(key, cost);
+    cost = selectionsActual(walk, set, type, data);
+    byType.set(type.name, cost);
   }
   return cost;
 }
@@ -185,30 +170,35 @@ function typeOf(
   return undefined;
 }
 
-/** The response keys of `set` (fragments included) under which only `__typename` is selected. */
+/**
+ * The response keys of `set` (fragments included) under which only `__typename` is selected.
+ * Iterative, each fragment read once: a deep or wide document costs its size, no more.
+ */
 function typenameKeys(walk: Walk, set: SelectionSetNode): readonly string[] {
   walk.typenameKeys ??= new Map();
   let keys = walk.typenameKeys.get(set);
   if (keys) return keys;
   const trusted = new Map<string, boolean>();
-  const visit = (current: SelectionSetNode, seen: Set<string>): void => {
+  const seen = new Set<string>();
+  const pending: SelectionSetNode[] = [set];
+  for (let current = pending.pop(); current; current = pending.pop()) {
     for (const selection of current.selections) {
+      step(walk);
       if (selection.kind === walk.rt.Kind.FIELD) {
         const key = selection.alias?.value ?? selection.name.value;
         const real = selection.name.value === '__typename';
         trusted.set(key, (trusted.get(key) ?? true) && real);
       } else if (selection.kind === walk.rt.Kind.INLINE_FRAGMENT) {
-        visit(selection.selectionSet, seen);
+        pending.push(selection.selectionSet);
       } else {
         const name = selection.name.value;
         const fragment = walk.fragments.get(name);
         if (!fragment || seen.has(name)) continue;
         seen.add(name);
-        visit(fragment.selectionSet, seen);
+        pending.push(fragment.selectionSet);
       }
     }
-  };
-  visit(set, new Set());
+  }
   keys = [...trusted].filter(([, real]) => real).map(([key]) => key);
   walk.typenameKeys.set(set, keys);
   return keys;

@@ -16,13 +16,20 @@ import type {
   ValueNode,
 } from 'graphql';
 import type { GraphQLRuntime } from './runtime.js';
-import { declaredWeight, type ListSizeInfo } from './weights.js';
+import {
+  declaredWeight,
+  directiveNames,
+  type DirectiveNames,
+  type ListSizeInfo,
+} from './weights.js';
 
 /** The variables of one operation: the raw request values, and the operation's defaults. */
 export interface VariableScope {
   readonly values: Readonly<Record<string, unknown>>;
   readonly defaults: ReadonlyMap<string, ConstValueNode>;
 }
+
+const NO_KEYS: readonly string[] = [];
 
 /** Marks a value that was not given at all (as opposed to an explicit `null`). */
 const ABSENT: unique symbol = Symbol('absent');
@@ -34,9 +41,12 @@ const MAX_INPUT_DEPTH = 64;
 
 /**
  * The list size the field's slicing arguments ask for, or `undefined` when none is given
- * (nor defaulted in the schema, IBM §8.2). Several given: the largest (IBM §8.2). A value
- * that is not a non-negative integer (null, -1, 2.5, "10") counts as `fallback`: it must
- * never make a field cheaper than the size the server falls back to.
+ * (nor defaulted in the schema, IBM §8.2). Several given: the largest (IBM §8.2). A slicing
+ * argument may be a path into an input object (`"input.pagination.first"`, Apollo Router's
+ * dot paths), read from literals, variables and defaults alike (the argument's, then each input
+ * field's). A list value counts its length (`itemsByIds(ids: [...])` with `slicingArguments:
+ * ["ids"]`). Any other value that is not a non-negative integer (null, -1, 2.5, "10") counts as
+ * `fallback`: it must never make a field cheaper than the size the server falls back to.
  *
  * `requireOneSlicingArgument` (IBM §8.4) lets an analysis refuse a query; this one never
  * throws for a valid document, and the largest size (or `fallback`) is already the upper
@@ -51,15 +61,36 @@ export function sliceSize(
   fallback: number,
 ): number | undefined {
   let size: number | undefined;
-  for (const name of listSize.slicingArguments) {
+  for (const path of listSize.slicingArguments) {
+    const dot = path.indexOf('.');
+    const name = dot < 0 ? path : path.slice(0, dot);
+    const keys = dot < 0 ? NO_KEYS : path.slice(dot + 1).split('.');
     const given = node.arguments?.find((a) => a.name.value === name);
-    let value: Resolved = given ? resolve(rt, given.value, scope) : ABSENT;
-    if (value === ABSENT) {
-      const def = field.args.find((a) => a.name === name);
-      value = def?.defaultValue === undefined ? ABSENT : def.defaultValue;
+    const def = field.args.find((a) => a.name === name);
+    let value: Resolved = given ? resolve(rt, given.value, scope, 0) : ABSENT;
+    if (value === ABSENT) value = def?.defaultValue === undefined ? ABSENT : def.defaultValue;
+    let type: GraphQLInputType | undefined = def?.type;
+    for (const key of keys) {
+      if (value === ABSENT || value === null) break;
+      const object = type && rt.getNullableType(type);
+      const inputField =
+        object && rt.isInputObjectType(object) ? object.getFields()[key] : undefined;
+      type = inputField?.type;
+      value =
+        typeof value === 'object' &&
+        !Array.isArray(value) &&
+        Object.prototype.hasOwnProperty.call(value, key)
+          ? (value as Record<string, unknown>)[key]
+          : inputField?.defaultValue !== undefined
+            ? inputField.defaultValue
+            : ABSENT;
     }
     if (value === ABSENT) continue;
-    const n = typeof value === 'number' && Number.isInteger(value) && value >= 0 ? value : fallback;
+    const n = Array.isArray(value)
+      ? value.length
+      : typeof value === 'number' && Number.isInteger(value) && value >= 0
+        ? value
+        : fallback;
     size = size === undefined ? n : Math.max(size, n);
   }
   return size;
@@ -80,7 +111,7 @@ export function isExcluded(
     const name = directive.name.value;
     if (name !== 'skip' && name !== 'include') continue;
     const arg = directive.arguments?.find((a) => a.name.value === 'if');
-    const value = arg ? resolve(rt, arg.value, scope) : ABSENT;
+    const value = arg ? resolve(rt, arg.value, scope, 0) : ABSENT;
     if (name === 'skip' && value === true) return true;
     if (name === 'include' && value === false) return true;
   }
@@ -99,17 +130,18 @@ export function argumentsCost(
   nodes: readonly ArgumentNode[] | undefined,
   args: ReadonlyMap<string, GraphQLArgument>,
   scope: VariableScope,
+  names: DirectiveNames,
 ): number {
   if (!nodes || nodes.length === 0) return 0;
   let cost = 0;
   for (const node of nodes) {
     const def = args.get(node.name.value);
     if (!def) continue;
-    const weight = declaredWeight(rt, def);
+    const weight = declaredWeight(rt, def, names);
     // The common case, a plain scalar argument without @cost, costs nothing: skip reading it.
     if (weight === undefined && rt.isLeafType(rt.getNamedType(def.type))) continue;
-    const value = resolve(rt, node.value, scope);
-    if (value !== ABSENT) cost += inputCost(rt, value, def.type, weight, 0);
+    const value = resolve(rt, node.value, scope, 0);
+    if (value !== ABSENT) cost += inputCost(rt, value, def.type, weight, 0, names);
   }
   return cost;
 }
@@ -136,7 +168,7 @@ export function directivesCost(
     if (!def) continue;
     let args = directiveArgs.get(def);
     if (!args) directiveArgs.set(def, (args = new Map(def.args.map((a) => [a.name, a]))));
-    cost += argumentsCost(rt, node.arguments, args, scope);
+    cost += argumentsCost(rt, node.arguments, args, scope, directiveNames(rt, schema));
   }
   return cost;
 }
@@ -147,14 +179,19 @@ function inputCost(
   type: GraphQLInputType,
   weight: number | undefined,
   depth: number,
+  names: DirectiveNames,
 ): number {
   if (value === null || value === undefined || depth > MAX_INPUT_DEPTH) return 0;
   const nullable = rt.isNonNullType(type) ? type.ofType : type;
   if (rt.isListType(nullable)) {
     // A single value where a list is expected is coerced to a list of one (GraphQL §3.11).
-    if (!Array.isArray(value)) return inputCost(rt, value, nullable.ofType, weight, depth + 1);
+    if (!Array.isArray(value)) {
+      return inputCost(rt, value, nullable.ofType, weight, depth + 1, names);
+    }
     let cost = weight ?? 0;
-    for (const item of value) cost += inputCost(rt, item, nullable.ofType, undefined, depth + 1);
+    for (const item of value) {
+      cost += inputCost(rt, item, nullable.ofType, undefined, depth + 1, names);
+    }
     return cost;
   }
   if (rt.isInputObjectType(nullable)) {
@@ -164,7 +201,8 @@ function inputCost(
     for (const [name, fieldValue] of Object.entries(value as Record<string, unknown>)) {
       const field = fields[name];
       if (field) {
-        cost += inputCost(rt, fieldValue, field.type, declaredWeight(rt, field), depth + 1);
+        const fieldWeight = declaredWeight(rt, field, names);
+        cost += inputCost(rt, fieldValue, field.type, fieldWeight, depth + 1, names);
       }
     }
     return cost;
@@ -172,14 +210,24 @@ function inputCost(
   return weight ?? 0;
 }
 
-/** A value node as plain data, variables replaced; `ABSENT` for an unset variable. */
-function resolve(rt: GraphQLRuntime, node: ValueNode, scope: VariableScope): Resolved {
+/**
+ * A value node as plain data, variables replaced; `ABSENT` for an unset variable. Literals
+ * nested deeper than `MAX_INPUT_DEPTH` read as `null`: the walk never recurses on the client's
+ * say-so.
+ */
+function resolve(
+  rt: GraphQLRuntime,
+  node: ValueNode,
+  scope: VariableScope,
+  depth: number,
+): Resolved {
+  if (depth > MAX_INPUT_DEPTH) return null;
   switch (node.kind) {
     case rt.Kind.VARIABLE: {
       const name = node.name.value;
       if (Object.prototype.hasOwnProperty.call(scope.values, name)) return scope.values[name];
       const fallback = scope.defaults.get(name);
-      return fallback ? resolve(rt, fallback, scope) : ABSENT;
+      return fallback ? resolve(rt, fallback, scope, depth + 1) : ABSENT;
     }
     case rt.Kind.INT:
     case rt.Kind.FLOAT:
@@ -192,13 +240,13 @@ function resolve(rt: GraphQLRuntime, node: ValueNode, scope: VariableScope): Res
       return null;
     case rt.Kind.LIST:
       return node.values.map((v) => {
-        const item = resolve(rt, v, scope);
+        const item = resolve(rt, v, scope, depth + 1);
         return item === ABSENT ? null : item;
       });
     case rt.Kind.OBJECT: {
       const object: Record<string, unknown> = {};
       for (const field of node.fields) {
-        const item = resolve(rt, field.value, scope);
+        const item = resolve(rt, field.value, scope, depth + 1);
         if (item !== ABSENT) object[field.name.value] = item;
       }
       return object;

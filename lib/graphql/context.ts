@@ -17,8 +17,18 @@ import type {
   SelectionSetNode,
 } from 'graphql';
 import { sliceSize, type VariableScope } from './arguments.js';
+import { CostAnalysisLimitError, OperationNotFoundError } from './errors.js';
 import type { GraphQLRuntime } from './runtime.js';
-import { declaredWeight, listSizeOf, typeWeight, type ListSizeInfo } from './weights.js';
+import type { Form, Sized, SizedSpec } from './sized.js';
+import {
+  declaredWeight,
+  listSizeOf,
+  typeWeight,
+  type DirectiveNames,
+  type ListSizeInfo,
+} from './weights.js';
+
+export type { Sized } from './sized.js';
 
 /** Base cost of each operation type, in cost points. */
 export interface OperationTypeCost {
@@ -41,12 +51,6 @@ export interface FieldInfo {
   readonly args: ReadonlyMap<string, GraphQLArgument>;
 }
 
-/** The size a `@listSize(sizedFields:)` parent hands to the named children of its type. */
-export interface Sized {
-  readonly names: ReadonlySet<string>;
-  readonly size: number;
-}
-
 /** One analysis call: everything fixed for its duration. */
 export interface Walk {
   readonly rt: GraphQLRuntime;
@@ -56,17 +60,30 @@ export interface Walk {
   readonly defaultListSize: number;
   /** Whether `__schema` and `__type` count (`CostOptions.countIntrospection`). */
   readonly introspection: boolean;
+  /** The names of `@cost` and `@listSize` in this schema (`@link` renames included). */
+  readonly names: DirectiveNames;
   /** Named fragments being walked, so that a cycle (invalid anyway) cannot recurse forever. */
   readonly active: Set<string>;
+  /** Steps taken (selections visited, values read), and the most allowed. */
+  steps: number;
+  readonly maxSteps: number;
+  /** Selection sets entered and not yet left: the walk's recursion. */
+  depth: number;
   /**
-   * Requested cost of a selection set on one object type under one handed-down size
-   * (`memoKey`), for fragments and abstract types met again.
+   * Requested cost of a selection set on one object type (by name), for fragments and abstract
+   * types met again.
    */
   memo: Map<SelectionSetNode, Map<string, number>> | undefined;
   /**
+   * Requested cost of a selection set on one object type below a sized field, as a function of
+   * the size (`Form`), keyed by type and spec: never by the size itself, so that many sizes do
+   * not multiply the walks.
+   */
+  formMemo: Map<SelectionSetNode, Map<string, Form>> | undefined;
+  /**
    * Actual cost of a selection set on one returned object read as one possible type of an
-   * abstract type (`memoKey`): a value without `__typename` is walked once per possible type,
-   * and its descendants must not be walked again for each of those readings.
+   * abstract type: a value without `__typename` is walked once per possible type, and its
+   * descendants must not be walked again for each of those readings.
    */
   actualMemo: Map<object, Map<SelectionSetNode, Map<string, number>>> | undefined;
   /** The response keys under which a selection set holds only the real `__typename`. */
@@ -74,14 +91,32 @@ export interface Walk {
 }
 
 /**
- * The key of a remembered walk of one selection set: its object type and the size a
- * `sizedFields` parent hands down, which is part of the answer.
+ * The most selection sets a walk follows one inside another (fields, fragments and inline
+ * fragments each a level): far beyond any real operation (GraphiQL's introspection query nests
+ * 15), and well within the call stack, so that no document can overflow it.
  */
-export function memoKey(type: GraphQLObjectType, sized: Sized | undefined): string {
-  if (!sized) return type.name;
-  let key = `${type.name}:${sized.size}`;
-  for (const name of sized.names) key += `:${name}`;
-  return key;
+export const MAX_WALK_DEPTH = 400;
+
+/** Counts one step of the walk; throws `CostAnalysisLimitError` past the budget. */
+export function step(walk: Walk): void {
+  if (++walk.steps > walk.maxSteps) {
+    throw new CostAnalysisLimitError({
+      limit: 'maxAnalysisSteps',
+      measured: walk.steps,
+      maximum: walk.maxSteps,
+    });
+  }
+}
+
+/** Enters a selection set; throws `CostAnalysisLimitError` past `MAX_WALK_DEPTH`. */
+export function enter(walk: Walk): void {
+  if (++walk.depth > MAX_WALK_DEPTH) {
+    throw new CostAnalysisLimitError({
+      limit: 'maxDepth',
+      measured: walk.depth,
+      maximum: MAX_WALK_DEPTH,
+    });
+  }
 }
 
 /** List sizes of one field in one place of the operation. */
@@ -115,8 +150,9 @@ export function clamp(cost: number): number {
 }
 
 /**
- * The operation to analyse and its variable defaults. Throws on a document that validation
- * would refuse: no operation, several without `operationName`, or an unknown name.
+ * The operation to analyse and its fragments. Throws `OperationNotFoundError` on a document
+ * that validation would refuse: no operation, several without `operationName`, or an unknown
+ * name.
  */
 export function pickOperation(
   rt: GraphQLRuntime,
@@ -138,13 +174,15 @@ export function pickOperation(
   if (operationName) {
     operation = info.operations.find((op) => op.name?.value === operationName);
     if (!operation) {
-      throw new Error(`GraphQL cost: the document has no operation named "${operationName}".`);
+      throw new OperationNotFoundError(
+        `GraphQL cost: the document has no operation named "${operationName}".`,
+      );
     }
   } else if (info.operations.length === 1) {
     operation = info.operations[0];
   }
   if (!operation) {
-    throw new Error(
+    throw new OperationNotFoundError(
       info.operations.length === 0
         ? 'GraphQL cost: the document has no operation.'
         : 'GraphQL cost: the document has several operations, and no operationName says which.',
@@ -210,8 +248,13 @@ export function fieldInfo(
     named,
     leaf: rt.isLeafType(named),
     listDepth,
-    weight: declaredWeight(rt, def),
-    listSize: listSizeOf(rt, def) ?? inferredListSize(rt, def, named, listDepth),
+    weight: declaredWeight(rt, def, walk.names),
+    listSize: pageSized(
+      rt,
+      listSizeOf(rt, def, walk.names) ?? inferredListSize(rt, def, listDepth),
+      named,
+      listDepth,
+    ),
     args: new Map(def.args.map((a) => [a.name, a])),
   };
   fields.set(def, info);
@@ -236,22 +279,24 @@ export const INFERRED_SLICING_ARGUMENTS: readonly string[] = Object.freeze([
 ]);
 
 /**
- * The list fields of a connection that take its slice when the field returning it has no
- * `@listSize` (the Relay convention): `edges` and `nodes`.
+ * The list fields of a connection that took its slice in earlier versions, when the field
+ * returning it has no `@listSize` (the Relay convention): `edges` and `nodes`.
+ *
+ * @deprecated Sizes follow the data now: a slicing argument on a field returning an object
+ * sizes every list field of that object (`edges`, `nodes`, `items`, `results`...).
  */
 export const INFERRED_SIZED_FIELDS: readonly string[] = Object.freeze(['edges', 'nodes']);
 
 /**
  * A `@listSize` for a field that has none, by the conventions GitHub, Shopify and most
- * offset-paginated APIs follow: an Int argument named in `INFERRED_SLICING_ARGUMENTS` slices a
- * list field, or, on a field returning an object with list fields `edges`/`nodes` (a
- * connection), sizes those. Without it an unannotated `posts(limit: 10000)` would count 10
- * posts (`defaultListSize`) and an upper bound would not be one.
+ * offset-paginated APIs follow: an Int argument named in `INFERRED_SLICING_ARGUMENTS` slices the
+ * field's list, or the lists of the object it returns (`pageSized`). Without it an unannotated
+ * `posts(limit: 10000)` would count 10 posts (`defaultListSize`), and an upper bound would not
+ * be one.
  */
 function inferredListSize(
   rt: GraphQLRuntime,
   def: GraphQLField<unknown, unknown>,
-  named: GraphQLNamedType,
   listDepth: number,
 ): ListSizeInfo | undefined {
   const slicing = def.args
@@ -262,24 +307,35 @@ function inferredListSize(
     })
     .map((a) => a.name);
   if (slicing.length === 0) return undefined;
-  let sizedFields: Set<string> | undefined;
-  if (listDepth === 0) {
-    if (!rt.isObjectType(named) && !rt.isInterfaceType(named)) return undefined;
-    const fields = named.getFields();
-    sizedFields = new Set(
-      INFERRED_SIZED_FIELDS.filter((name) => {
-        const field = fields[name];
-        return field !== undefined && rt.isListType(rt.getNullableType(field.type));
-      }),
-    );
-    if (sizedFields.size === 0) return undefined;
-  }
   return {
     assumedSize: undefined,
     slicingArguments: slicing,
-    sizedFields,
+    sizedFields: listDepth === 0 ? new Map() : undefined,
     requireOneSlicingArgument: false,
   };
+}
+
+/**
+ * Page objects: slicing arguments on a field that returns one object (no list) and no
+ * `sizedFields` size the lists that object holds (a connection's `edges` and `nodes`, a page's
+ * `items` or `results`): `posts(limit: 5000) { total items { id } }` asks for 5,000 items.
+ * Every list field of the returned type (each possible type of an interface) takes the size.
+ */
+function pageSized(
+  rt: GraphQLRuntime,
+  ls: ListSizeInfo | undefined,
+  named: GraphQLNamedType,
+  listDepth: number,
+): ListSizeInfo | undefined {
+  if (!ls || listDepth > 0 || ls.slicingArguments.length === 0) return ls;
+  if (ls.sizedFields && ls.sizedFields.size > 0) return ls;
+  const spec = new Map<string, SizedSpec | true>();
+  if (rt.isObjectType(named) || rt.isInterfaceType(named)) {
+    for (const [name, field] of Object.entries(named.getFields())) {
+      if (rt.isListType(rt.getNullableType(field.type))) spec.set(name, true);
+    }
+  }
+  return { ...ls, sizedFields: spec.size > 0 ? spec : undefined };
 }
 
 /**
@@ -306,7 +362,9 @@ export function listSizes(
   const assumed = ls?.assumedSize ?? walk.defaultListSize;
   const slice = (): number =>
     (ls && sliceSize(walk.rt, ls, node, info.def, walk.scope, assumed)) ?? assumed;
-  const sized = ls?.sizedFields ? { names: ls.sizedFields, size: slice() } : undefined;
+  const sized: Sized | undefined = ls?.sizedFields
+    ? { spec: ls.sizedFields, size: slice() }
+    : undefined;
   if (info.listDepth === 0) return { outer: 1, inner: 1, sized };
   const outer = upstream ?? (sized ? walk.defaultListSize : slice());
   return { outer, inner: assumed, sized };

@@ -10,18 +10,30 @@
  * weight once per resolver call instead (`users(max: 5) { age @cost(2) }` is 11 there, 15 here):
  * counting every returned object is the upper bound GitHub and Shopify charge for.
  */
-import type { DocumentNode, GraphQLSchema } from 'graphql';
-import { selectionsActual } from './actual.js';
+import type {
+  DocumentNode,
+  FieldNode,
+  GraphQLObjectType,
+  GraphQLSchema,
+  SelectionSetNode,
+} from 'graphql';
+import { fieldActual } from './actual.js';
+import { isExcluded } from './arguments.js';
 import {
+  applies,
   clamp,
+  fieldInfo,
   pickOperation,
   rootType,
+  step,
   variableDefaults,
+  type FieldInfo,
   type OperationTypeCost,
   type Walk,
 } from './context.js';
-import { selectionsCost } from './requested.js';
+import { fieldCost } from './requested.js';
 import type { GraphQLRuntime } from './runtime.js';
+import { directiveNames } from './weights.js';
 
 export type { OperationTypeCost } from './context.js';
 
@@ -35,9 +47,11 @@ export interface CostOptions {
    */
   readonly defaultListSize?: number;
   /**
-   * Base cost points of each operation type, merged over the default
-   * `{ query: 0, mutation: 10, subscription: 0 }` (Apollo Router demand control, and
-   * Shopify's 10 points per mutation: a write costs more than the objects it returns).
+   * Cost points of each operation type, charged per executed root field (a mutation's per
+   * mutation field: a thousand aliased `sendEmail` in one operation are a thousand writes),
+   * merged over the default `{ query: 0, mutation: 10, subscription: 0 }` (Apollo Router demand
+   * control, and Shopify's 10 points per mutation: a write costs more than the objects it
+   * returns).
    */
   readonly operationTypeCost?: Partial<OperationTypeCost>;
   /**
@@ -58,6 +72,14 @@ export interface CostOptions {
    * anything else counts as the default.
    */
   readonly minimumCost?: number;
+  /**
+   * The most steps one call of `requestedCost` or `actualCost` may take (a step: a selection
+   * visited, or a value of the response read), default `DEFAULT_MAX_ANALYSIS_STEPS`. Past it the
+   * call throws `CostAnalysisLimitError` (`maxAnalysisSteps`) instead of computing on: the
+   * analysis never costs the server more than a bounded amount, whatever the document. A
+   * positive integer; anything else counts as the default.
+   */
+  readonly maxAnalysisSteps?: number;
 }
 
 /** One operation to analyse, as the server received it. */
@@ -75,6 +97,13 @@ export interface OperationInput {
 /** Default `CostOptions.defaultListSize`, in items. */
 export const DEFAULT_LIST_SIZE = 10;
 
+/**
+ * Default `CostOptions.maxAnalysisSteps`, in steps: far above what a legitimate document takes
+ * (the 20-field bench query takes about 200, the GraphiQL introspection query about 300;
+ * a response of 100,000 values as many), and about 100 ms of CPU at worst.
+ */
+export const DEFAULT_MAX_ANALYSIS_STEPS = 1_000_000;
+
 /** Default `CostOptions.minimumCost`, in cost points. */
 export const DEFAULT_MINIMUM_COST = 1;
 
@@ -87,47 +116,107 @@ export const DEFAULT_OPERATION_TYPE_COST: OperationTypeCost = Object.freeze({
 
 /**
  * The requested (worst-case, upper-bound) cost of the operation, before execution, in cost
- * points: an integer from `minimumCost` (default 1) to `Number.MAX_SAFE_INTEGER`. Fractional
- * weights add up to a fraction that is rounded up (`Math.ceil`), so that callers charge whole
- * points and never less than the weights say. One walk over the operation, linear in its size
- * times the possible types of its abstract types (a selection set is walked once per object
- * type and handed-down list size it meets).
+ * points: an integer from `minimumCost` (default 1) to `Number.MAX_SAFE_INTEGER`. Each root
+ * field costs at least 1 point (its resolver runs), plus its operation type's cost
+ * (`operationTypeCost`). Fractional weights add up to a fraction that is rounded up
+ * (`Math.ceil`), so that callers charge whole points and never less than the weights say. One
+ * walk over the operation, linear in its size times the possible types of its abstract types:
+ * a named fragment is expanded once per selection set and its cost remembered per type.
  *
- * Throws an `Error` only for a document validation refuses: no operation, an unknown
- * `operationName`, several operations without one, a root type the schema lacks.
+ * Throws `CostAnalysisLimitError` when the walk exceeds `maxAnalysisSteps` or nests deeper than
+ * `MAX_WALK_DEPTH`; `OperationNotFoundError` when the document has no operation to pick; an
+ * `Error` for a root type the schema lacks (validation refuses such a document).
  */
 export function requestedCost(
   runtime: GraphQLRuntime,
   input: OperationInput,
   options?: CostOptions,
 ): number {
-  const { walk, base, root, set, minimum } = prepare(runtime, input, options);
-  return total(base + selectionsCost(walk, set, root, undefined), minimum);
+  const { walk, typeCost, root, set, minimum } = prepare(runtime, input, options);
+  let cost = 0;
+  forEachRootField(walk, set, root, (node, info) => {
+    cost += Math.max(1, fieldCost(walk, node, info)) + typeCost;
+  });
+  return total(cost, minimum);
 }
 
 /**
  * The actual cost of the executed operation, in cost points, from its result's `data`
- * (IBM §5.1.3): lists at their returned length, a null value costing its field's weight and
- * nothing below it, an interface or union value at the type its `__typename` names (the most
+ * (IBM §5.1.3): lists at the length the response holds (more than requested if a resolver
+ * returned more: what ran is charged), a null value costing its field's weight and nothing
+ * below it, an interface or union value at the type its `__typename` names (the most
  * expensive possible type when the operation selects no `__typename` there: only a response
  * key that the operation maps to the real `__typename` is read, never another field aliased
- * `__typename`). An integer, rounded up and at least `minimumCost` like `requestedCost`, and
- * never more than `requestedCost` for the same input. `data: null` (nothing ran) costs the
- * operation's base cost (or `minimumCost`). Linear in the size of `data` times the possible
- * types of its abstract values.
+ * `__typename`). Each root field in `data` costs at least 1 point plus its operation type's
+ * cost. An integer, rounded up and at least `minimumCost` like `requestedCost`. `data: null`
+ * costs the operation type's cost of every root field (a failed mutation may have run), or
+ * `minimumCost`. Linear in the size of `data` times the possible types of its abstract values.
+ *
+ * Throws as `requestedCost` does (`CostAnalysisLimitError` past the step budget: a response
+ * of more values than `maxAnalysisSteps`).
  */
 export function actualCost(
   runtime: GraphQLRuntime,
   input: OperationInput & { readonly data: unknown },
   options?: CostOptions,
 ): number {
-  const { walk, base, root, set, minimum } = prepare(runtime, input, options);
+  const { walk, typeCost, root, set, minimum } = prepare(runtime, input, options);
   const data = input.data;
-  if (typeof data !== 'object' || data === null || Array.isArray(data)) {
-    return total(base, minimum);
+  const object =
+    typeof data === 'object' && data !== null && !Array.isArray(data)
+      ? (data as Readonly<Record<string, unknown>>)
+      : undefined;
+  let cost = 0;
+  forEachRootField(walk, set, root, (node, info) => {
+    if (!object) {
+      cost += typeCost;
+      return;
+    }
+    const key = node.alias?.value ?? node.name.value;
+    if (!Object.prototype.hasOwnProperty.call(object, key)) return; // not executed
+    cost += Math.max(1, fieldActual(walk, node, info, object[key])) + typeCost;
+  });
+  return total(cost, minimum);
+}
+
+/**
+ * Calls `each` for every root field the operation executes (`__typename` aside: no resolver),
+ * through inline fragments and named fragments (each expanded once, as graphql-js collects
+ * root fields) and leaving out what `@skip`/`@include` excludes. Iterative.
+ */
+function forEachRootField(
+  walk: Walk,
+  set: SelectionSetNode,
+  root: GraphQLObjectType,
+  each: (node: FieldNode, info: FieldInfo) => void,
+): void {
+  const { rt } = walk;
+  const visited = new Set<string>();
+  const pending = [set];
+  for (let current = pending.pop(); current; current = pending.pop()) {
+    for (const selection of current.selections) {
+      step(walk);
+      if (isExcluded(rt, selection.directives, walk.scope)) continue;
+      if (selection.kind === rt.Kind.FIELD) {
+        if (selection.name.value === '__typename') continue;
+        const info = fieldInfo(walk, root, selection.name.value);
+        if (info) each(selection, info);
+      } else if (selection.kind === rt.Kind.INLINE_FRAGMENT) {
+        const condition = selection.typeCondition?.name.value;
+        if (condition === undefined || applies(walk, condition, root)) {
+          pending.push(selection.selectionSet);
+        }
+      } else {
+        const name = selection.name.value;
+        const fragment = walk.fragments.get(name);
+        if (!fragment || visited.has(name)) continue;
+        visited.add(name);
+        if (applies(walk, fragment.typeCondition.name.value, root)) {
+          pending.push(fragment.selectionSet);
+        }
+      }
+    }
   }
-  const cost = selectionsActual(walk, set, root, data as Record<string, unknown>, undefined);
-  return total(base + cost, minimum);
 }
 
 /**
@@ -145,6 +234,7 @@ function prepare(runtime: GraphQLRuntime, input: OperationInput, options: CostOp
   const { operation, fragments } = pickOperation(runtime, input.document, input.operationName);
   const root = rootType(input.schema, operation);
   const listSize = options?.defaultListSize;
+  const steps = options?.maxAnalysisSteps;
   const walk: Walk = {
     rt: runtime,
     introspection: options?.countIntrospection !== false,
@@ -155,8 +245,16 @@ function prepare(runtime: GraphQLRuntime, input: OperationInput, options: CostOp
       listSize !== undefined && Number.isInteger(listSize) && listSize >= 0
         ? listSize
         : DEFAULT_LIST_SIZE,
+    names: directiveNames(runtime, input.schema),
     active: new Set(),
+    steps: 0,
+    maxSteps:
+      steps !== undefined && Number.isInteger(steps) && steps > 0
+        ? steps
+        : DEFAULT_MAX_ANALYSIS_STEPS,
+    depth: 0,
     memo: undefined,
+    formMemo: undefined,
     actualMemo: undefined,
     typenameKeys: undefined,
   };
@@ -164,6 +262,6 @@ function prepare(runtime: GraphQLRuntime, input: OperationInput, options: CostOp
   const minimum =
     typeof min === 'number' && Number.isFinite(min) && min >= 0 ? min : DEFAULT_MINIMUM_COST;
   const kind = String(operation.operation) as keyof OperationTypeCost;
-  const base = options?.operationTypeCost?.[kind] ?? DEFAULT_OPERATION_TYPE_COST[kind] ?? 0;
-  return { walk, base, root, set: operation.selectionSet, minimum };
+  const typeCost = options?.operationTypeCost?.[kind] ?? DEFAULT_OPERATION_TYPE_COST[kind] ?? 0;
+  return { walk, typeCost, root, set: operation.selectionSet, minimum };
 }

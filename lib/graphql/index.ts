@@ -1,5 +1,6 @@
 /**
- * `nest-rate-limit/graphql`: the operation cost analysis (`requestedCost`, `actualCost`) and
+ * `nest-rate-limit/graphql`: the operation cost analysis (`requestedCost`, `actualCost`), the
+ * operation limits (`operationLimitExceeded`) and
  * the code-first cost decorators (`Cost`, `ListSize`). The analysis itself is pure: it uses no
  * Nest and no Redis, and calls the app's own `graphql` module passed in as `runtime`. This
  * entry is not Nest-free, though: it re-exports decorators.ts, which imports
@@ -10,6 +11,7 @@
 export {
   actualCost,
   DEFAULT_LIST_SIZE,
+  DEFAULT_MAX_ANALYSIS_STEPS,
   DEFAULT_MINIMUM_COST,
   DEFAULT_OPERATION_TYPE_COST,
   requestedCost,
@@ -17,7 +19,16 @@ export {
   type OperationInput,
   type OperationTypeCost,
 } from './cost.js';
-export { INFERRED_SIZED_FIELDS, INFERRED_SLICING_ARGUMENTS } from './context.js';
+export {
+  CostAnalysisLimitError,
+  DEFAULT_OPERATION_LIMITS,
+  operationLimitExceeded,
+  OperationNotFoundError,
+  type LimitExceeded,
+  type LimitName,
+  type OperationLimits,
+} from './limits.js';
+export { INFERRED_SIZED_FIELDS, INFERRED_SLICING_ARGUMENTS, MAX_WALK_DEPTH } from './context.js';
 export type { GraphQLRuntime } from './runtime.js';
 export {
   COST_EXTENSION,

@@ -12,6 +12,7 @@ import type {
   GraphQLSchema,
 } from 'graphql';
 import type { GraphQLRuntime } from './runtime.js';
+import { parseSizedFields, type SizedSpec } from './sized.js';
 
 /** The key of `extensions` that carries a code-first `@cost`: `extensions.cost = { weight }`. */
 export const COST_EXTENSION = 'cost';
@@ -34,7 +35,10 @@ export interface ListSizeExtension {
   readonly assumedSize?: number;
   /** Names of the field's Int arguments that bound its list (e.g. `['first', 'last']`). */
   readonly slicingArguments?: readonly string[];
-  /** Sub-fields of the returned type whose lists take the size instead (e.g. `['edges']`). */
+  /**
+   * Sub-fields of the returned type whose lists take the size instead (e.g. `['edges']`), or
+   * paths to them in selection syntax (`['results { page }']`: `page` inside `results`).
+   */
   readonly sizedFields?: readonly string[];
   /** The API expects exactly one slicing argument (IBM default `true`); see `sliceSize`. */
   readonly requireOneSlicingArgument?: boolean;
@@ -44,8 +48,14 @@ export interface ListSizeExtension {
 export interface ListSizeInfo {
   readonly assumedSize: number | undefined;
   readonly slicingArguments: readonly string[];
-  readonly sizedFields: ReadonlySet<string> | undefined;
+  readonly sizedFields: SizedSpec | undefined;
   readonly requireOneSlicingArgument: boolean;
+}
+
+/** The names under which a schema writes the cost directives. */
+export interface DirectiveNames {
+  readonly cost: ReadonlySet<string>;
+  readonly listSize: ReadonlySet<string>;
 }
 
 /** Anything `@cost` may sit on: a field, argument, input field or named type. */
@@ -58,9 +68,13 @@ interface Weighted {
 }
 
 // Apollo Federation prefixes the directives it did not `@link`-import with `federation__`.
-const COST_NAMES = new Set(['cost', 'federation__cost']);
-const LIST_SIZE_NAMES = new Set(['listSize', 'federation__listSize']);
+const DEFAULT_NAMES: DirectiveNames = Object.freeze({
+  cost: new Set(['cost', 'federation__cost']),
+  listSize: new Set(['listSize', 'federation__listSize']),
+});
+const LINKED_SPECS = /\/(federation|cost)\/v\d/;
 
+const schemaNames = new WeakMap<GraphQLSchema, DirectiveNames>();
 const declared = new WeakMap<object, number | null>();
 const listSizes = new WeakMap<object, ListSizeInfo | null>();
 const typeWeights = new WeakMap<GraphQLNamedType, number>();
@@ -70,12 +84,16 @@ const typeWeights = new WeakMap<GraphQLNamedType, number>();
  * (or it is not a finite number). `extensions.cost` wins over the directive: in a code-first
  * schema it is the intended route, and an SDL printed from it may carry a stale directive.
  */
-export function declaredWeight(rt: GraphQLRuntime, element: Weighted): number | undefined {
+export function declaredWeight(
+  rt: GraphQLRuntime,
+  element: Weighted,
+  names: DirectiveNames = DEFAULT_NAMES,
+): number | undefined {
   const cached = declared.get(element);
   if (cached !== undefined) return cached ?? undefined;
   let weight = toWeight(extensionOf(element.extensions, COST_EXTENSION)?.['weight']);
   if (weight === undefined) {
-    const directive = findDirective(element, COST_NAMES);
+    const directive = findDirective(element, names.cost);
     const value = directive?.arguments?.find((a) => a.name.value === 'weight')?.value;
     if (value) weight = toWeight(literal(rt, value));
   }
@@ -87,12 +105,13 @@ export function declaredWeight(rt: GraphQLRuntime, element: Weighted): number | 
 export function listSizeOf(
   rt: GraphQLRuntime,
   field: GraphQLField<unknown, unknown>,
+  names: DirectiveNames = DEFAULT_NAMES,
 ): ListSizeInfo | undefined {
   const cached = listSizes.get(field);
   if (cached !== undefined) return cached ?? undefined;
   let raw: Record<string, unknown> | undefined = extensionOf(field.extensions, LIST_SIZE_EXTENSION);
   if (!raw) {
-    const directive = findDirective(field, LIST_SIZE_NAMES);
+    const directive = findDirective(field, names.listSize);
     if (directive) {
       raw = {};
       for (const arg of directive.arguments ?? []) raw[arg.name.value] = literal(rt, arg.value);
@@ -122,10 +141,57 @@ export function typeWeight(
     weight = possible.length === 0 ? 1 : -Infinity;
     for (const member of possible) weight = Math.max(weight, typeWeight(rt, schema, member));
   } else {
-    weight = declaredWeight(rt, type) ?? (rt.isLeafType(type) ? 0 : 1);
+    weight = declaredWeight(rt, type, directiveNames(rt, schema)) ?? (rt.isLeafType(type) ? 0 : 1);
   }
   typeWeights.set(type, weight);
   return weight;
+}
+
+/**
+ * The names of `@cost` and `@listSize` in `schema`: their own, Federation's `federation__`
+ * forms, and what the schema's `@link` of the cost or Federation spec makes of them: an import
+ * renamed (`import: [{ name: "@cost", as: "@renamedCost" }]`), or a namespace (`as: "x"` gives
+ * `@x__listSize`, and `@x` for the cost spec's own `@cost`). Read once per schema.
+ */
+export function directiveNames(rt: GraphQLRuntime, schema: GraphQLSchema): DirectiveNames {
+  let names = schemaNames.get(schema);
+  if (names) return names;
+  const cost = new Set(DEFAULT_NAMES.cost);
+  const listSize = new Set(DEFAULT_NAMES.listSize);
+  const nodes = [schema.astNode, ...schema.extensionASTNodes];
+  for (const node of nodes) {
+    for (const directive of node?.directives ?? []) {
+      if (directive.name.value !== 'link') continue;
+      const args: Record<string, unknown> = {};
+      for (const arg of directive.arguments ?? []) args[arg.name.value] = literal(rt, arg.value);
+      const url = typeof args['url'] === 'string' ? args['url'] : '';
+      const spec = LINKED_SPECS.exec(url)?.[1];
+      if (!spec) continue;
+      const namespace = typeof args['as'] === 'string' ? args['as'].replace(/^@/, '') : spec;
+      const imported = new Map<string, string>();
+      for (const item of Array.isArray(args['import']) ? args['import'] : []) {
+        const entry = item as unknown;
+        if (typeof entry === 'string') imported.set(entry.replace(/^@/, ''), entry);
+        else if (typeof entry === 'object' && entry !== null) {
+          const { name, as } = entry as { name?: unknown; as?: unknown };
+          if (typeof name === 'string') {
+            imported.set(name.replace(/^@/, ''), typeof as === 'string' ? as : name);
+          }
+        }
+      }
+      for (const [directiveName, into] of [
+        ['cost', cost],
+        ['listSize', listSize],
+      ] as const) {
+        const local = imported.get(directiveName);
+        if (local !== undefined) into.add(local.replace(/^@/, ''));
+        else into.add(directiveName === spec ? namespace : `${namespace}__${directiveName}`);
+      }
+    }
+  }
+  names = { cost, listSize };
+  schemaNames.set(schema, names);
+  return names;
 }
 
 function extensionOf(
@@ -165,6 +231,11 @@ function literal(rt: GraphQLRuntime, node: ConstValueNode): unknown {
       return node.value;
     case rt.Kind.LIST:
       return node.values.map((v) => literal(rt, v));
+    case rt.Kind.OBJECT: {
+      const object: Record<string, unknown> = {};
+      for (const field of node.fields) object[field.name.value] = literal(rt, field.value);
+      return object;
+    }
     default:
       return undefined;
   }
@@ -179,14 +250,14 @@ function toListSize(raw: Record<string, unknown>): ListSizeInfo {
   const assumed = raw['assumedSize'];
   const names = (value: unknown): string[] =>
     Array.isArray(value) ? value.filter((v): v is string => typeof v === 'string') : [];
-  const sized = names(raw['sizedFields']);
+  const sized = parseSizedFields(names(raw['sizedFields']));
   return {
     assumedSize:
       typeof assumed === 'number' && Number.isInteger(assumed) && assumed >= 0
         ? assumed
         : undefined,
     slicingArguments: names(raw['slicingArguments']),
-    sizedFields: sized.length > 0 ? new Set(sized) : undefined,
+    sizedFields: sized,
     requireOneSlicingArgument: raw['requireOneSlicingArgument'] !== false,
   };
 }

@@ -206,7 +206,8 @@ function userOf(ctx: import('@nestjs/common').ExecutionContext): string | undefi
 /**
  * Review of issue 25: Nest's subscription server runs graphql-ws without Apollo's plugins, and
  * graphql-ws takes queries and mutations too, so the 50-alias query sent over a WebSocket ran
- * 250 `posts` and 750 `author` resolvers past `maxCost` and the budget.
+ * 250 `posts` and 750 `author` resolvers past `maxCost` and the budget. Since issue 32 each
+ * operation is priced whole before it runs and refunded after it, as over HTTP.
  */
 // Mercurius answers a query or mutation over its WebSocket with "Invalid operation: query".
 describe.each(['apollo'] as const)('operations over graphql-ws on %s', (server) => {
@@ -261,13 +262,15 @@ describe.each(['apollo'] as const)('operations over graphql-ws on %s', (server) 
     expect(runs).toEqual({ posts: 0, author: 0, me: 0 });
   });
 
-  it('charges the budget: 40 points take two operations of 15, not a third', async () => {
-    for (let i = 0; i < 2; i++) {
+  it('charges the budget and refunds down to the actual cost, as over HTTP', async () => {
+    // 40 points: each operation is charged 15 and given back 6 (it costs 9), so three run
+    // (40 - 3 × 9 = 13 left) and a fourth, charged 15, is refused.
+    for (let i = 0; i < 3; i++) {
       const ok = await overWebSocket(POSTS_5);
       expect(ok.errors).toBeUndefined();
     }
     const refused = await overWebSocket(POSTS_5);
     expect(refused.errors?.[0]?.extensions).toMatchObject({ code: 'RATE_LIMITED', cost: 15 });
-    expect(runs.posts).toBe(2);
+    expect(runs.posts).toBe(3);
   });
 });

@@ -107,22 +107,24 @@ describe('the IBM cost spec examples', () => {
     expect(cost(products, '{ topProducts @approx(tolerance: 0.1) }')).toBe(49);
   });
 
-  it('7. Example № 16, a list of 10 scalars: 0 (1 with the default minimumCost)', () => {
-    // 10 × String 0 = 0: scalars are free (IBM §7.1). The spec's 0 is the raw cost, so
-    // `minimumCost: 0`; by default the operation costs the minimum, 1.
+  it('7. Example № 16, a list of 10 scalars: the spec 0, ours 1 (a root field costs at least 1)', () => {
+    // 10 × String 0 = 0: scalars are free (IBM §7.1). The spec's 0 is the raw cost; ours is 1
+    // even with `minimumCost: 0`, since every executed root field costs at least 1 point (its
+    // resolver runs: a thousand aliases of it must not be free). Was 0 before that rule.
     const schema = buildSchema(`${IBM}
       type Query { topProducts: [String] @listSize(assumedSize: 10) }
     `);
-    expect(cost(schema, '{ topProducts }', {}, RAW)).toBe(0);
+    expect(cost(schema, '{ topProducts }', {}, RAW)).toBe(1);
     expect(cost(schema, '{ topProducts }')).toBe(1);
   });
 
-  it('8. Example № 17, a slicing argument on a list of scalars: 0 (1 by default)', () => {
-    // max: 5 × String 0 = 0, the spec's raw number: `minimumCost: 0`
+  it('8. Example № 17, a slicing argument on a list of scalars: the spec 0, ours 1', () => {
+    // max: 5 × String 0 = 0, the spec's raw number; the root field's least 1 makes it 1 even
+    // with `minimumCost: 0` (was 0)
     const schema = buildSchema(`${IBM}
       type Query { users(max: Int!): [String] @listSize(slicingArguments: ["max"]) }
     `);
-    expect(cost(schema, '{ users(max: 5) }', {}, RAW)).toBe(0);
+    expect(cost(schema, '{ users(max: 5) }', {}, RAW)).toBe(1);
     expect(cost(schema, '{ users(max: 5) }')).toBe(1);
   });
 
@@ -368,14 +370,15 @@ describe('requestedCost: the rules', () => {
 });
 
 describe('actualCost', () => {
-  it('counts lists at their length, never beyond the size requested', () => {
+  it('counts lists at the length the response holds, beyond the size requested too', () => {
     const query = '{ me { posts(first: 10) { id } } }';
     expect(cost(schema, query)).toBe(11);
     const posts = (n: number) => ({
       me: { posts: Array.from({ length: n }, (_, id) => ({ id })) },
     });
     expect(actual(schema, query, posts(3))).toBe(4); // 1 + 3
-    expect(actual(schema, query, posts(50))).toBe(11); // capped at 10 posts
+    // 1 + 50: a resolver that returned 50 posts ran them all (was capped at 10: 11)
+    expect(actual(schema, query, posts(50))).toBe(51);
     expect(actual(schema, query, posts(0))).toBe(2); // 1 + the list's own weight 1
   });
 
@@ -411,12 +414,16 @@ describe('actualCost', () => {
     expect(actual(schema, query.replace('t: __typename', ''), untyped)).toBe(6);
   });
 
-  it('is never above requestedCost for the same input', () => {
+  it('is the requested cost when the response holds what was requested, more when it holds more', () => {
     const query = '{ connection(first: 2) { edges { node { id } } nodes { id } } }';
-    const many = Array.from({ length: 9 }, (_, id) => ({ id, node: { id } }));
+    const items = (n: number) => Array.from({ length: n }, (_, id) => ({ id, node: { id } }));
     const requested = cost(schema, query);
     expect(requested).toBe(7); // 1 + 2 × 2 + 2 × 1
-    expect(actual(schema, query, { connection: { edges: many, nodes: many } })).toBe(requested);
+    const exact = { connection: { edges: items(2), nodes: items(2) } };
+    expect(actual(schema, query, exact)).toBe(requested);
+    // 9 edges and 9 nodes returned: 1 + 9 × 2 + 9 × 1 = 28 (was capped at the requested 7)
+    const many = { connection: { edges: items(9), nodes: items(9) } };
+    expect(actual(schema, query, many)).toBe(28);
   });
 });
 
@@ -477,9 +484,13 @@ describe('minimumCost and rounding', () => {
       expect(cost(small, query)).toBe(1);
       expect(actual(small, query, { version: '1' })).toBe(1);
       expect(actual(small, query, null)).toBe(1);
-      expect(cost(small, query, {}, RAW)).toBe(0); // the raw cost
-      expect(actual(small, query, { version: '1' }, {}, RAW)).toBe(0);
     }
+    // the raw cost: `version` is a root field whose resolver runs, at least 1 point (was 0);
+    // `__typename` runs none and is free
+    expect(cost(small, '{ version }', {}, RAW)).toBe(1);
+    expect(actual(small, '{ version }', { version: '1' }, {}, RAW)).toBe(1);
+    expect(cost(small, '{ __typename }', {}, RAW)).toBe(0);
+    expect(actual(small, '{ __typename }', { __typename: 'Query' }, {}, RAW)).toBe(0);
     expect(cost(small, '{ version }', {}, { minimumCost: 5 })).toBe(5);
     expect(actual(small, '{ version }', {}, {}, { minimumCost: 5 })).toBe(5);
     // a cost above the minimum is unchanged; an invalid minimum is the default 1

@@ -27,6 +27,13 @@ describe('the graphql option', () => {
     ['a budget that is no rate', { budget: '10 per hour' }, /budget/],
     ['a budget with a cost', { budget: { rate: '10/h', cost: 2 } }, /a budget takes no cost/],
     ['a budget with count', { budget: [{ rate: '10/h', count: 'failed' }] }, /budget\[0\]/],
+    ['maxDepth 0', { maxDepth: 0 }, /invalid maxDepth 0: expected an integer >= 1, or Infinity/],
+    ['maxHeight 2.5', { maxHeight: 2.5 }, /invalid maxHeight 2\.5/],
+    ['maxAliases -1', { maxAliases: -1 }, /invalid maxAliases -1/],
+    ['maxRootFields "10"', { maxRootFields: '10' }, /invalid maxRootFields "10"/],
+    ['maxTokens NaN', { maxTokens: NaN }, /invalid maxTokens NaN/],
+    ['maxTokens -Infinity', { maxTokens: -Infinity }, /invalid maxTokens -Infinity/],
+    ['maxAnalysisSteps null', { maxAnalysisSteps: null }, /invalid maxAnalysisSteps null/],
   ])('refuses %s', (_, options, message) => {
     let error: unknown;
     try {
@@ -37,6 +44,20 @@ describe('the graphql option', () => {
     expect(error).toBeInstanceOf(RateLimitConfigError);
     expect((error as Error).message).toMatch(message);
     expect((error as Error).message).toContain('RateLimitModule options graphql');
+  });
+
+  it('takes each limit as a positive integer, or Infinity to turn it off', () => {
+    for (const name of [
+      'maxDepth',
+      'maxHeight',
+      'maxAliases',
+      'maxRootFields',
+      'maxTokens',
+      'maxAnalysisSteps',
+    ]) {
+      expect(() => validateCostOptions({ [name]: 1 })).not.toThrow();
+      expect(() => validateCostOptions({ [name]: Infinity })).not.toThrow();
+    }
   });
 
   it('declares a rate as the budget "cost" in scope "graphql", and stacked ones by name', () => {

@@ -47,7 +47,9 @@ interface ApolloListener {
  * runs, its requested cost is checked against `maxCost` and charged to the budget (a refusal
  * is the response: 400, 429 or 503 with the error and the rate-limit headers); once it has
  * run, the budget gets back what it did not use, and `extensions.cost` is added. Each
- * operation of a batched request is its own. Subscriptions over WebSockets do not pass here.
+ * operation of a batched request is its own. Operations over graphql-ws do not pass here
+ * (Nest's subscription server runs without Apollo's plugins): `graphql-ws-pricing.ts` prices
+ * them.
  */
 @Injectable()
 export class ApolloOperationCostPlugin {
@@ -63,7 +65,9 @@ export class ApolloOperationCostPlugin {
     let refused: OperationCostExtension | undefined;
     return Promise.resolve({
       async didResolveOperation(rc) {
-        if (rc.document === undefined || rc.operation?.operation === 'subscription') return;
+        // No operation by that name, or none at all: Apollo answers its own 400, running nothing.
+        if (rc.document === undefined || rc.operation === undefined) return;
+        if (rc.operation.operation === 'subscription') return;
         markCharged(rc.contextValue);
         op = {
           schema: rc.schema,
@@ -75,6 +79,7 @@ export class ApolloOperationCostPlugin {
         const charged = await costs.charge(op);
         if (!isRefusal(charged)) {
           charge = charged;
+          if (charged === undefined) op = undefined;
           return;
         }
         refused = costs.refused(charged);

@@ -2,8 +2,12 @@ import { RateLimitConfigError } from '../../core/errors.js';
 import type * as GraphQL from 'graphql';
 import type { GraphQLRuntime } from '../../graphql/runtime.js';
 
-/** What the operation cost needs of the app's `graphql`: the analysis's part, and its error class. */
-export type AppGraphQL = GraphQLRuntime & Pick<typeof GraphQL, 'GraphQLError'>;
+/**
+ * What the operation cost needs of the app's `graphql`: the analysis's part, its error class,
+ * and what a graphql-ws server runs (`parse`, `validate`, `execute`, `subscribe`).
+ */
+export type AppGraphQL = GraphQLRuntime &
+  Pick<typeof GraphQL, 'GraphQLError' | 'parse' | 'validate' | 'execute' | 'subscribe'>;
 
 /**
  * The app's own `graphql` (an optional peer, installed with `@nestjs/graphql`), loaded at

@@ -6,6 +6,7 @@ import {
   isRefusal,
   type Charge,
   type OperationCosts,
+  type OperationRefusal,
   type OperationRequest,
 } from './operation-costs.js';
 
@@ -20,6 +21,14 @@ interface Mercurius {
       document: OperationRequest['document'],
       context: Obj,
       variables?: Record<string, unknown>,
+    ) => Promise<void>,
+  ): void;
+  addHook(
+    name: 'preSubscriptionExecution',
+    hook: (
+      schema: OperationRequest['schema'],
+      document: OperationRequest['document'],
+      context: Obj,
     ) => Promise<void>,
   ): void;
   addHook(
@@ -50,10 +59,12 @@ function operationNameOf(context: Obj): string | undefined {
 }
 
 /**
- * GraphQL operation cost on Mercurius (DESIGN §14): `preExecution` computes the requested
- * cost and charges the budget before any resolver runs, a refusal is thrown (Mercurius answers
- * it with its status: 400, 429 or 503); `onResolution` gives back what the operation did not
- * use and adds `extensions.cost`. Installed on the Fastify instance's `graphql` once every
+ * GraphQL operation cost on Mercurius (DESIGN §14): `preExecution` checks the operation
+ * limits, computes the requested cost and charges the budget before any resolver runs, for
+ * HTTP and for queries and mutations over its WebSocket (`fullWsTransport`) alike; a refusal
+ * is thrown (Mercurius answers it with its status: 400, 429 or 503); `onResolution` gives back
+ * what the operation did not use and adds `extensions.cost`. `preSubscriptionExecution` prices
+ * a subscription once, when it starts (a refusal is an `error` message). Installed on the Fastify instance's `graphql` once every
  * module has started (Nest's Mercurius driver registers Mercurius in its `onModuleInit`).
  */
 @Injectable()
@@ -87,14 +98,18 @@ export class MercuriusOperationCostHooks implements OnApplicationBootstrap {
       };
       markCharged(context);
       const charged = await costs.charge(op);
-      if (isRefusal(charged)) {
-        // Mercurius answers with the `statusCode` of the error a hook throws.
-        throw Object.assign(new Error(charged.message), {
-          extensions: charged.extensions,
-          statusCode: charged.status,
-        });
-      }
-      charges.set(context, { op, charge: charged });
+      // Mercurius answers with the `statusCode` of the error a hook throws.
+      if (isRefusal(charged)) throw mercuriusError(charged);
+      // No such operation: graphql-js's execute refuses it, running nothing.
+      if (charged !== undefined) charges.set(context, { op, charge: charged });
+    });
+    // A subscription is priced once, when it starts; its events are not charged. Mercurius
+    // neither validates a subscription's document nor tells this hook its variables or name.
+    hooks.addHook('preSubscriptionExecution', async (schema, document, context) => {
+      const invalid = costs.runtime.validate(schema, document);
+      if (invalid.length > 0) throw invalid[0];
+      const charged = await costs.charge({ schema, document, contextValue: context });
+      if (isRefusal(charged)) throw mercuriusError(charged);
     });
     hooks.addHook('onResolution', async (execution, context) => {
       const charged = charges.get(context);
@@ -116,4 +131,12 @@ export class MercuriusOperationCostHooks implements OnApplicationBootstrap {
       if (costs.inResponse) execution.extensions = { ...execution.extensions, cost };
     });
   }
+}
+
+/** A refusal as Mercurius answers it: its HTTP status from `statusCode`. */
+function mercuriusError(refusal: OperationRefusal): Error {
+  return Object.assign(new Error(refusal.message), {
+    extensions: refusal.extensions,
+    statusCode: refusal.status,
+  });
 }

@@ -6,7 +6,7 @@ import {
   type ExecutionContext,
 } from '@nestjs/common';
 import type { DocumentNode, GraphQLResolveInfo } from 'graphql';
-import { isCharged } from './charged.js';
+import { isCharged, isPriced } from './charged.js';
 import { isRefusal, type OperationCosts, type OperationRefusal } from './operation-costs.js';
 import { OPERATION_COSTS } from './tokens.js';
 
@@ -14,10 +14,11 @@ import { OPERATION_COSTS } from './tokens.js';
 const executions = new WeakMap<object, Promise<OperationRefusal | undefined>>();
 
 /**
- * GraphQL operation cost for the operations no server hook sees: queries and mutations sent
- * over graphql-ws under Apollo (Nest's subscription server executes them without Apollo's
- * plugins), and any other execution of a context the Apollo plugin or the Mercurius hooks
- * did not mark. Priced at its first root field, from the document graphql-js hands every
+ * GraphQL operation cost for the operations no server hook sees: an execution of a context the
+ * Apollo plugin or the Mercurius hooks did not mark, of a document the graphql-ws pricing did
+ * not mark (an app's own `execute`, a graphql-ws server Nest's driver did not start). A last
+ * resort: introspection and `__typename`, which no Nest resolver serves, run before it and
+ * unpriced if they are all the operation selects. Priced at its first root field, from the document graphql-js hands every
  * resolver, before that resolver runs: `maxCost` and the budget apply, and a refusal is the
  * error of every root field. Not refunded: there is no hook after such an execution.
  * Subscriptions are left to the field-level policies (a subscription counts when it starts).
@@ -40,6 +41,7 @@ export class OperationCostGuard implements CanActivate {
       info === null ||
       info.path?.prev !== undefined ||
       isCharged(contextValue) ||
+      isPriced(info.operation) ||
       info.operation?.operation === 'subscription' ||
       typeof info.variableValues !== 'object' ||
       info.variableValues === null

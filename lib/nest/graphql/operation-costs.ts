@@ -3,6 +3,13 @@ import type { ExecutionContext } from '@nestjs/common';
 import type { DocumentNode, GraphQLSchema } from 'graphql';
 import type { Spending } from '../../core/limiter.js';
 import { actualCost, requestedCost } from '../../graphql/cost.js';
+import {
+  CostAnalysisLimitError,
+  DEFAULT_OPERATION_LIMITS,
+  OperationNotFoundError,
+  operationLimitExceeded,
+  type OperationLimits,
+} from '../../graphql/limits.js';
 import type { AppGraphQL } from './load-graphql.js';
 import type { RoutePlan } from '../pipeline/call.js';
 import { askSkip, Gate } from '../pipeline/gate.js';
@@ -13,7 +20,8 @@ import type { Rule } from '../plan/rules.js';
 import { graphqlTransport } from '../transports/graphql.js';
 import { refusalFields } from '../transports/refusal.js';
 import { costExtension, type OperationCostExtension } from './cost-extension.js';
-import { declareBudgets, type GraphQLCostOptions } from './options.js';
+import { declareBudgets, LIMIT_OPTIONS, type GraphQLCostOptions } from './options.js';
+import { limitRefusal, tooCostly, type OperationRefusal } from './refusals.js';
 import { operationContext, requestedCostOf } from './operation-context.js';
 
 /** One operation as a GraphQL server hands it over, validated, before execution. */
@@ -39,19 +47,7 @@ export interface Charge {
   readonly guessed?: boolean;
 }
 
-/** The error an operation is refused with, before execution. */
-export interface OperationRefusal {
-  readonly code: 'MAX_COST_EXCEEDED' | 'RATE_LIMITED' | 'SERVICE_UNAVAILABLE';
-  /** HTTP status: 400 over `maxCost`, 429 over the budget, 503 when a fail-closed budget's store is down. */
-  readonly status: 400 | 429 | 503;
-  readonly message: string;
-  /** `extensions` of the GraphQL error: `code`, `cost`, `maxCost` or `retryAfter` (seconds). */
-  readonly extensions: Record<string, unknown>;
-  /** The operation's requested cost, in points. */
-  readonly requested: number;
-  /** The budget's decision, when a budget refused. */
-  readonly outcome?: RequestOutcome;
-}
+export type { OperationRefusal } from './refusals.js';
 
 /**
  * GraphQL operation cost (DESIGN §14), for any server: `charge` before execution (requested
@@ -66,12 +62,14 @@ export class OperationCosts {
   readonly rules: readonly Rule[];
   /** The `maxCost` option (no maximum: Infinity). */
   private readonly maxCost: number;
+  /** The operation limits, defaults filled in. */
+  private readonly limits: OperationLimits;
 
   /** @throws {RateLimitConfigError} for an invalid budget */
   constructor(
     private readonly planner: RoutePlanner,
-    private readonly options: GraphQLCostOptions,
-    private readonly runtime: AppGraphQL,
+    readonly options: GraphQLCostOptions,
+    readonly runtime: AppGraphQL,
   ) {
     const declared = declareBudgets(options).map((d) => ({
       ...d,
@@ -85,6 +83,11 @@ export class OperationCosts {
     this.gate = new Gate(planner.options, planner.events, planner.allowList);
     this.rules = this.plan?.route.enforced ?? [];
     this.maxCost = options.maxCost ?? Infinity;
+    const limits: Record<string, number | undefined> = { ...DEFAULT_OPERATION_LIMITS };
+    for (const name of LIMIT_OPTIONS) {
+      if (options[name] !== undefined) limits[name] = options[name];
+    }
+    this.limits = limits as OperationLimits;
   }
 
   /** Whether responses carry `extensions.cost`. */
@@ -93,17 +96,15 @@ export class OperationCosts {
   }
 
   /**
-   * Before execution: the requested cost, then the budget charged it.
-   * @returns the charge, or the refusal to answer instead of executing
+   * Before execution: the operation limits, the requested cost, then the budget charged it.
+   * @returns the charge; the refusal to answer instead of executing; or undefined when the
+   *   document has no such operation (an unknown `operationName`): nothing is charged and the
+   *   server answers its own error, executing nothing
    */
-  async charge(op: OperationRequest): Promise<Charge | OperationRefusal> {
-    const operationName = this.operationNameOf(op);
-    // Guessed: priced at the costliest operation of the document, so never refunded (the
-    // actual cost of another operation's data would read as nothing).
-    const guessed = !op.operationName && typeof operationName === 'string';
-    const requested = Math.ceil(
-      requestedCost(this.runtime, { ...op, operationName }, this.options),
-    );
+  async charge(op: OperationRequest): Promise<Charge | OperationRefusal | undefined> {
+    const picked = this.pick(op);
+    if ('answer' in picked) return picked.answer;
+    const { operationName, guessed, requested } = picked;
     if (requested > this.maxCost) return tooCostly(requested, this.maxCost);
     if (this.plan === undefined) return { requested, outcome: NO_LIMIT, operationName, guessed };
     const ctx = operationContext(op.contextValue, op.variables, requested);
@@ -148,16 +149,24 @@ export class OperationCosts {
       ? 0
       : result.errors || charge.guessed
         ? charge.requested
-        : Math.min(
-            charge.requested,
-            Math.ceil(
-              actualCost(this.runtime, { ...op, operationName, data: result.data }, this.options),
-            ),
-          );
+        : Math.min(charge.requested, this.actual({ ...op, operationName }, result.data, charge));
     const unused = charge.requested - actual;
     const { spending } = charge.outcome;
     const refunded = unused > 0 && spending && (await this.refund(spending, unused)) ? unused : 0;
     return costExtension(charge.requested, actual, charge.outcome, this.rules, refunded);
+  }
+
+  /**
+   * The actual cost of what ran, rounded up; the requested cost when the response is too large
+   * to walk within the step budget (nothing is given back).
+   */
+  private actual(op: OperationRequest, data: unknown, charge: Charge): number {
+    try {
+      return Math.ceil(actualCost(this.runtime, { ...op, data }, this.options));
+    } catch (error) {
+      if (error instanceof CostAnalysisLimitError) return charge.requested;
+      throw error;
+    }
   }
 
   /** `extensions.cost` of an operation refused before it ran. */
@@ -213,40 +222,66 @@ export class OperationCosts {
   }
 
   /**
-   * The operation to price: the one named, else the document's only one. A document of several
-   * operations without a name the server told us (Mercurius over WebSockets) is priced at its
-   * costliest.
+   * The operation limits, then the requested cost (rounded up), of one operation.
+   * @returns the cost in points; a refusal (a limit, or the analysis's step budget); undefined
+   *   when the document has no such operation
    */
-  private operationNameOf(op: OperationRequest): string | null | undefined {
-    if (op.operationName) return op.operationName;
-    let costliest: { name: string; cost: number } | undefined;
-    let operations = 0;
-    for (const definition of op.document.definitions) {
-      if (definition.kind !== this.runtime.Kind.OPERATION_DEFINITION) continue;
-      operations++;
-      const name = definition.name?.value;
-      if (name === undefined) continue;
-      const cost = requestedCost(this.runtime, { ...op, operationName: name }, this.options);
-      if (costliest === undefined || cost > costliest.cost) costliest = { name, cost };
+  private price(op: OperationRequest): number | OperationRefusal | undefined {
+    try {
+      const exceeded = operationLimitExceeded(this.runtime, op, this.limits);
+      if (exceeded !== undefined) return limitRefusal('OPERATION_LIMIT_EXCEEDED', exceeded);
+      return Math.ceil(requestedCost(this.runtime, op, this.options));
+    } catch (error) {
+      if (error instanceof CostAnalysisLimitError) {
+        return limitRefusal('COST_ANALYSIS_LIMIT_EXCEEDED', error.exceeded);
+      }
+      if (error instanceof OperationNotFoundError) return undefined;
+      throw error;
     }
-    return operations > 1 ? costliest?.name : op.operationName;
+  }
+
+  /**
+   * The operation to price and its requested cost: the one named, else the document's only
+   * one. A document of several operations without a name the server told us (Mercurius over
+   * WebSockets) is priced at its costliest (`guessed`: never refunded, as the actual cost of
+   * another operation's data would read as nothing); one of them over a limit refuses it.
+   * @returns the operation priced, or the answer instead (a refusal; undefined: no such
+   *   operation)
+   */
+  private pick(
+    op: OperationRequest,
+  ):
+    | { operationName?: string | null; guessed: boolean; requested: number }
+    | { answer: OperationRefusal | undefined } {
+    const names: string[] = [];
+    if (!op.operationName) {
+      for (const definition of op.document.definitions) {
+        if (definition.kind !== this.runtime.Kind.OPERATION_DEFINITION) continue;
+        // Several operations and one without a name is invalid: validated documents have none.
+        if (definition.name !== undefined) names.push(definition.name.value);
+      }
+    }
+    if (names.length <= 1) {
+      const requested = this.price(op);
+      if (typeof requested !== 'number') return { answer: requested };
+      return { operationName: op.operationName, guessed: false, requested };
+    }
+    let costliest: { operationName: string; guessed: true; requested: number } | undefined;
+    for (const name of names) {
+      const requested = this.price({ ...op, operationName: name });
+      if (typeof requested !== 'number') return { answer: requested };
+      if (costliest === undefined || requested > costliest.requested)
+        costliest = { operationName: name, guessed: true, requested };
+    }
+    return costliest!;
   }
 }
 
 /** Whether `charge` answered a refusal. */
-export function isRefusal(charged: Charge | OperationRefusal): charged is OperationRefusal {
-  return 'code' in charged;
-}
-
-/** The refusal of an operation over `maxCost` points: 400, nothing spent. */
-function tooCostly(requested: number, maxCost: number): OperationRefusal {
-  return {
-    code: 'MAX_COST_EXCEEDED',
-    status: 400,
-    message: `Query cost ${requested} exceeds the maximum cost ${maxCost}`,
-    extensions: { code: 'MAX_COST_EXCEEDED', cost: requested, maxCost },
-    requested,
-  };
+export function isRefusal(
+  charged: Charge | OperationRefusal | undefined,
+): charged is OperationRefusal {
+  return charged !== undefined && 'code' in charged;
 }
 
 /** Nest's `IntrinsicException` (NestJS 11 and later), else an `Error`. */

@@ -44,7 +44,40 @@ export interface GraphQLCostOptions extends CostOptions {
    * second), as Shopify sends it. Default true.
    */
   costInResponse?: boolean;
+  /**
+   * Operation limits, checked once the document is validated and before the cost walk and any
+   * resolver, as Apollo Router's and GitHub's: an operation over one is refused with HTTP 400,
+   * `extensions.code: 'OPERATION_LIMIT_EXCEEDED'`, `limit` (the option's name), `measured` and
+   * `maximum`, spends no budget and runs nothing. Each is a positive integer, or `Infinity` to
+   * turn it off; unset, the default of `DEFAULT_OPERATION_LIMITS` (`nest-rate-limit/graphql`).
+   *
+   * The deepest field nesting of the operation, fragments expanded (`{ a { b } }` is 2).
+   */
+  maxDepth?: number;
+  /** The distinct fields (by type and name) the operation selects, fragments expanded. */
+  maxHeight?: number;
+  /** The aliased fields of the operation, fragments expanded. */
+  maxAliases?: number;
+  /** The fields selected at the operation's root (aliases of one field count each). */
+  maxRootFields?: number;
+  /**
+   * The most lexical tokens (names, punctuators, values) a document may have, handed to
+   * graphql-js's `parse(..., { maxTokens })`: a document over it is refused by the parser
+   * (Apollo: 400 `GRAPHQL_PARSE_FAILED`; Mercurius: 400 with graphql-js's syntax error;
+   * graphql-ws under Apollo: an `error` message) before any other work. Default
+   * {@link DEFAULT_MAX_TOKENS}, Apollo Router's `parser_max_tokens`; `Infinity` turns it off.
+   * Set on Apollo Server's `parseOptions` and Mercurius's `graphql.parseOptions` unless the
+   * app's `GraphQLModule` options already set `maxTokens` there (theirs wins). Mercurius parses
+   * subscription documents over its WebSocket without it.
+   */
+  maxTokens?: number;
 }
+
+/** Default `maxTokens`: Apollo Router's `limits.parser_max_tokens`, in tokens. */
+export const DEFAULT_MAX_TOKENS = 15_000;
+
+/** The operation limit options, by name. */
+export const LIMIT_OPTIONS = ['maxDepth', 'maxHeight', 'maxAliases', 'maxRootFields'] as const;
 
 const WHERE = 'RateLimitModule options graphql';
 
@@ -108,6 +141,17 @@ export function validateCostOptions(options: GraphQLCostOptions): void {
       );
     }
   };
+  for (const name of [...LIMIT_OPTIONS, 'maxTokens', 'maxAnalysisSteps'] as const) {
+    const value: unknown = (options as Record<string, unknown>)[name];
+    if (value === undefined || value === Infinity) continue;
+    if (!Number.isSafeInteger(value) || (value as number) < 1) {
+      throw new RateLimitConfigError(
+        'ERR_RATE_LIMIT_OPTION',
+        `invalid ${name} ${quote(value)}: expected an integer >= 1, or Infinity for no limit`,
+        WHERE,
+      );
+    }
+  }
   positive('maxCost');
   positive('defaultListSize');
   positive('minimumCost');

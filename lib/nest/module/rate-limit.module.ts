@@ -2,6 +2,7 @@ import { ApolloOperationCostPlugin } from '../graphql/apollo-plugin.js';
 import { loadGraphQL } from '../graphql/load-graphql.js';
 import { MercuriusOperationCostHooks } from '../graphql/mercurius-hooks.js';
 import { OperationCostGuard } from '../graphql/operation-cost.guard.js';
+import { GraphQLServerOptions } from '../graphql/server-options.js';
 import { OperationCosts } from '../graphql/operation-costs.js';
 import { OPERATION_COSTS } from '../graphql/tokens.js';
 import {
@@ -184,6 +185,7 @@ function build(
       },
       ApolloOperationCostPlugin,
       MercuriusOperationCostHooks,
+      GraphQLServerOptions,
       ...(operationGuard
         ? [OperationCostGuard, { provide: APP_GUARD, useExisting: OperationCostGuard }]
         : []),

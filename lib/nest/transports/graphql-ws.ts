@@ -1,12 +1,21 @@
+import type { OperationRefusalCode } from '../graphql/refusals.js';
 import type { GraphQLRefusalCode } from './graphql.js';
 
-const REFUSALS = new Set<GraphQLRefusalCode>(['RATE_LIMITED', 'SERVICE_UNAVAILABLE']);
+/** The refusals sent as `error` messages: a field's, and an operation's before it runs. */
+const REFUSALS = new Set<string>([
+  'RATE_LIMITED',
+  'SERVICE_UNAVAILABLE',
+  'MAX_COST_EXCEEDED',
+  'OPERATION_LIMIT_EXCEEDED',
+  'COST_ANALYSIS_LIMIT_EXCEEDED',
+] satisfies (GraphQLRefusalCode | OperationRefusalCode)[]);
 
 type ErrorLike = { extensions?: { code?: unknown } };
 
 /**
  * graphql-ws server options (Apollo's `subscriptions['graphql-ws']`) with an `onOperation`
- * hook that sends a subscription refused at subscribe time as an `error` message, the
+ * hook that sends a subscription refused at subscribe time (by its field's policy, or by the
+ * operation cost: `maxCost`, an operation limit, the budget) as an `error` message, the
  * client's `error` callback, instead of graphql-ws's default for any error raised while
  * subscribing: a `next` message with `errors`, then `complete`. The error keeps its message
  * and `extensions` (`code`, `retryAfter`). Other results are left as they are.
@@ -37,7 +46,7 @@ function refusalAsError(
     return undefined;
   const errors = (result as { errors?: unknown }).errors;
   const refusal = Array.isArray(errors)
-    ? (errors as ErrorLike[]).find((e) => REFUSALS.has(e?.extensions?.code as GraphQLRefusalCode))
+    ? (errors as ErrorLike[]).find((e) => REFUSALS.has(e?.extensions?.code as string))
     : undefined;
   if (refusal === undefined) return undefined;
   // graphql-ws sends what the stream throws as an `error` message: a stream that throws the

@@ -1,0 +1,357 @@
+/**
+ * Sizing that follows the data, and prices that follow the work: Apollo Router's list-size
+ * rules (slicing arguments by dot path into inputs and variables, list-argument lengths, nested
+ * `sizedFields`, `@link` renames of the cost directives), page objects, every root field at
+ * least 1 point and a mutation's type cost per mutation field. Each number hand-computed in a
+ * comment: a list of n items costs n × (its type's weight + its selections).
+ */
+import { describe, expect, it } from '@jest/globals';
+import type { DocumentNode, FieldNode, SelectionSetNode } from 'graphql';
+import { aliasesTimesFragments, fragmentChain, SDL } from '../../bench/graphql/documents.js';
+
+import {
+  CostAnalysisLimitError,
+  MAX_WALK_DEPTH,
+  OperationNotFoundError,
+  requestedCost,
+  actualCost,
+  type CostOptions,
+  type OperationInput,
+} from '../../lib/graphql/index.js';
+
+const graphql = await import('graphql');
+const { buildSchema, parse } = graphql;
+
+type Schema = OperationInput['schema'];
+
+function cost(
+  schema: Schema,
+  query: string,
+  variables?: Record<string, unknown>,
+  options?: CostOptions,
+): number {
+  return requestedCost(graphql, { schema, document: parse(query), variables }, options);
+}
+
+const LINK = `
+  directive @link(url: String, as: String, import: [link__Import]) repeatable on SCHEMA
+  scalar link__Import
+`;
+const listSizeArgs =
+  '(assumedSize: Int, slicingArguments: [String!], sizedFields: [String!], requireOneSlicingArgument: Boolean = true) on FIELD_DEFINITION';
+const costArgs =
+  '(weight: String!) on ARGUMENT_DEFINITION | ENUM | FIELD_DEFINITION | INPUT_FIELD_DEFINITION | OBJECT | SCALAR';
+
+/** The shapes of Apollo Router's own list-size test schema, written with `names` for the directives. */
+function routerSchema(header: string, names = { cost: 'cost', listSize: 'listSize' }): Schema {
+  const { cost: c, listSize: l } = names;
+  return buildSchema(`${LINK}
+    ${header}
+    directive @${c}${costArgs}
+    directive @${l}${listSizeArgs}
+    type A { id: ID }
+    enum AorB @${c}(weight: "15") { A B }
+    scalar ExpensiveInt @${c}(weight: "30")
+    type ExpensiveObject @${c}(weight: "40") { id: ID }
+    input InputTypeWithCost { somethingWithCost: Int @${c}(weight: "20") }
+    input PaginationInput { first: Int after: String }
+    input DefaultedPagination { first: Int = 30 }
+    input SearchInput { pagination: PaginationInput query: String }
+    input DefaultedSearch { pagination: DefaultedPagination = {} }
+    input Level2 { count: Int }
+    input Level1 { level2: Level2 }
+    input DeepInput { level1: Level1 }
+    type SizedField { items: [A] }
+    type ResultContainer { page: [A] metadata: String }
+    type DeepContainer { page: [A] results: ResultContainer total: Int metadata: String }
+    type Query {
+      fieldWithCost: Int @${c}(weight: "5")
+      argWithCost(arg: Int @${c}(weight: "10")): Int
+      enumWithCost: AorB
+      inputWithCost(someInput: InputTypeWithCost): Int
+      scalarWithCost: ExpensiveInt
+      objectWithCost: ExpensiveObject
+      fieldWithListSize: [String!] @${l}(assumedSize: 2000, requireOneSlicingArgument: false)
+      fieldWithDynamicListSize(first: Int = 10): SizedField
+        @${l}(slicingArguments: ["first"], sizedFields: ["items"])
+      itemsByIds(ids: [ID!]!): [A] @${l}(slicingArguments: ["ids"])
+      itemsByIdsWithAssumedSize(ids: [ID!]): [A]
+        @${l}(slicingArguments: ["ids"], assumedSize: 50, requireOneSlicingArgument: false)
+      search(input: SearchInput!): [A] @${l}(slicingArguments: ["input.pagination.first"])
+      searchWithAssumedSize(input: SearchInput): [A]
+        @${l}(slicingArguments: ["input.pagination.first"], assumedSize: 25, requireOneSlicingArgument: false)
+      defaultedSearch(input: DefaultedSearch = {}): [A]
+        @${l}(slicingArguments: ["input.pagination.first"])
+      deeplyNested(input: DeepInput!): [A] @${l}(slicingArguments: ["input.level1.level2.count"])
+      containerWithNestedList(first: Int): ResultContainer!
+        @${l}(slicingArguments: ["first"], sizedFields: ["page"], requireOneSlicingArgument: false)
+      deep(first: Int = 10): DeepContainer!
+        @${l}(slicingArguments: ["first"], sizedFields: ["results { page }"], requireOneSlicingArgument: false)
+      mixed(first: Int = 10): DeepContainer!
+        @${l}(slicingArguments: ["first"], sizedFields: ["page", "results { page }"], requireOneSlicingArgument: false)
+    }
+  `);
+}
+
+const router = routerSchema('');
+
+describe("Apollo Router's list-size rules", () => {
+  it('slicing arguments by dot path into an input object: search(input: {pagination: {first: 1000}}) is 1002 (was 12)', () => {
+    // 1000 × A 1 + SearchInput 1 + PaginationInput 1 = 1002, the router's number
+    const query = '{ search(input: { pagination: { first: 1000 } }) { id } }';
+    expect(cost(router, query)).toBe(1002);
+  });
+
+  it('dot paths read variables, whole or in part', () => {
+    const whole = 'query Q($input: SearchInput!) { search(input: $input) { id } }';
+    expect(cost(router, whole, { input: { pagination: { first: 1000 } } })).toBe(1002);
+    const part = 'query Q($n: Int) { search(input: { pagination: { first: $n } }) { id } }';
+    expect(cost(router, part, { n: 400 })).toBe(402); // 400 + 2 input objects
+  });
+
+  it('dot paths three levels deep: input.level1.level2.count', () => {
+    // 50 × A 1 + DeepInput 1 + Level1 1 + Level2 1 = 53
+    const query = '{ deeplyNested(input: { level1: { level2: { count: 50 } } }) { id } }';
+    expect(cost(router, query)).toBe(53);
+  });
+
+  it('dot paths fall back to assumedSize, then to input field defaults', () => {
+    // no input: assumedSize 25 × A 1 = 25
+    expect(cost(router, '{ searchWithAssumedSize { id } }')).toBe(25);
+    // the argument's default {} and the input field's default first: 30: 30 × A 1 = 30
+    expect(cost(router, '{ defaultedSearch { id } }')).toBe(30);
+  });
+
+  it("a list argument's length is the size: itemsByIds with 1,000 ids is 1000 (was 10)", () => {
+    const ids = Array.from({ length: 1000 }, (_, i) => `"${i}"`).join(', ');
+    expect(cost(router, `{ itemsByIds(ids: [${ids}]) { id } }`)).toBe(1000); // 1000 × A 1
+    const query = 'query Q($ids: [ID!]!) { itemsByIds(ids: $ids) { id } }';
+    expect(cost(router, query, { ids: ['a', 'b', 'c'] })).toBe(3);
+    // no ids: assumedSize 50
+    expect(cost(router, '{ itemsByIdsWithAssumedSize { id } }')).toBe(50);
+  });
+
+  it('nested sizedFields: deep(first: 7) { results { page { id } } } is 9 (was 102)', () => {
+    // DeepContainer 1 + results 1 + 7 pages × A 1 = 9, the router's number
+    expect(cost(router, '{ deep(first: 7) { results { page { id } } } }')).toBe(9);
+    // first 1000: 1 + 1 + 1000 = 1002 (was 12); the default first 10: 12
+    expect(cost(router, '{ deep(first: 1000) { results { page { id } } } }')).toBe(1002);
+    expect(cost(router, '{ deep { results { page { id } } } }')).toBe(12);
+    // the container's own page is not on the path: defaultListSize 10
+    expect(cost(router, '{ deep(first: 1000) { page { id } } }')).toBe(11);
+  });
+
+  it('sizedFields at one level and nested, through fragments', () => {
+    // 1 + 3 pages + (results 1 + 3 pages) = 8
+    const query = `{ mixed(first: 3) { ...P results { ...R } } }
+      fragment P on DeepContainer { page { id } }
+      fragment R on ResultContainer { page { id } }`;
+    expect(cost(router, query)).toBe(8);
+    // ResultContainer 1 + 5 pages = 6
+    expect(cost(router, '{ containerWithNestedList(first: 5) { page { id } metadata } }')).toBe(6);
+  });
+
+  it("the router's custom cost query: 127 there, 128 here (a root field costs at least 1)", () => {
+    const query = `fragment Items on SizedField { items { id } }
+      { fieldWithCost argWithCost(arg: 3) enumWithCost
+        inputWithCost(someInput: { somethingWithCost: 10 })
+        scalarWithCost objectWithCost fieldWithListSize
+        fieldWithDynamicListSize(first: 5) { ...Items } }`;
+    // 5 + 10 (argument) + 15 (enum) + 21 (input 1 + field 20) + 30 + 40 + 6 (SizedField 1 + 5
+    // items) = 127, and fieldWithListSize (2,000 free strings: 0) at least 1 here: 128
+    expect(cost(router, query)).toBe(128);
+    // without first, its default 10: 1 + 10 items, 133 (the router: 132)
+    expect(cost(router, query.replace('(first: 5)', ''))).toBe(133);
+  });
+
+  it('@link import renames: @renamedCost and @renamedListSize are read (were ignored)', () => {
+    const header = `schema @link(url: "https://specs.apollo.dev/cost/v0.1",
+        import: [{ name: "@cost", as: "@renamedCost" }, { name: "@listSize", as: "@renamedListSize" }]) { query: Query }`;
+    const renamed = routerSchema(header, { cost: 'renamedCost', listSize: 'renamedListSize' });
+    expect(cost(renamed, '{ fieldWithCost }')).toBe(5);
+    expect(cost(renamed, '{ objectWithCost { id } }')).toBe(40);
+    expect(cost(renamed, '{ deep(first: 7) { results { page { id } } } }')).toBe(9);
+    // unrenamed, the same SDL's directives are unknown names: defaults (1, and 1 + 1 + 10)
+    const plain = routerSchema('', { cost: 'renamedCost', listSize: 'renamedListSize' });
+    expect(cost(plain, '{ fieldWithCost }')).toBe(1);
+  });
+
+  it('@link namespaces: as: "x" makes @x the cost and @x__listSize the list size', () => {
+    const header = `extend schema @link(url: "https://specs.apollo.dev/cost/v0.1", as: "x")`;
+    const spaced = routerSchema(header, { cost: 'x', listSize: 'x__listSize' });
+    expect(cost(spaced, '{ fieldWithCost }')).toBe(5);
+    expect(cost(spaced, '{ fieldWithDynamicListSize(first: 4) { items { id } } }')).toBe(5);
+  });
+});
+
+describe('page objects: a slicing argument sizes the lists the returned object holds', () => {
+  const pages = buildSchema(`
+    type Author { name: String }
+    type Post { id: ID author: Author }
+    type PostPage { total: Int items: [Post!]! tags: [String!]! }
+    type Query { posts(limit: Int): PostPage! }
+  `);
+
+  it('posts(limit: 5000) { total items { id author { name } } } is 10001 (was 21)', () => {
+    // PostPage 1 + 5000 items × (Post 1 + Author 1) = 10001
+    const query = '{ posts(limit: 5000) { total items { id author { name } } } }';
+    expect(cost(pages, query)).toBe(10001);
+  });
+
+  it('the actual cost counts the items returned, beyond any assumed size', () => {
+    const query = '{ posts(limit: 5000) { total items { id author { name } } } }';
+    const items = Array.from({ length: 5000 }, (_, id) => ({ id, author: { name: 'a' } }));
+    const data = { posts: { total: 5000, items } };
+    expect(actualCost(graphql, { schema: pages, document: parse(query), data })).toBe(10001);
+  });
+});
+
+describe('flat prices for unbounded work are gone', () => {
+  const flat = buildSchema(`
+    type Query { hello: String }
+    type Mutation { sendEmail(to: String): Boolean }
+  `);
+
+  it('1,000 aliases of a root scalar cost 1,000 (were 1)', () => {
+    const query = `{ ${Array.from({ length: 1000 }, (_, i) => `a${i}: hello`).join(' ')} }`;
+    expect(cost(flat, query)).toBe(1000);
+  });
+
+  it('1,000 aliased sendEmail mutations cost 11,000: 10 + 1 each (were 10)', () => {
+    const query = `mutation { ${Array.from({ length: 1000 }, (_, i) => `m${i}: sendEmail(to: "x")`).join(' ')} }`;
+    expect(cost(flat, query)).toBe(11_000);
+    const data = Object.fromEntries(Array.from({ length: 1000 }, (_, i) => [`m${i}`, true]));
+    expect(actualCost(graphql, { schema: flat, document: parse(query), data })).toBe(11_000);
+  });
+
+  it('a mutation field left out by @skip or @include costs nothing', () => {
+    const query = `mutation M($no: Boolean = false) {
+      a: sendEmail b: sendEmail @skip(if: true) c: sendEmail @include(if: $no) }`;
+    expect(cost(flat, query)).toBe(11); // a alone: 10 + 1
+    expect(cost(flat, query, { no: true })).toBe(22);
+  });
+});
+
+function thrown(run: () => unknown): unknown {
+  try {
+    run();
+  } catch (caught) {
+    return caught;
+  }
+  return undefined;
+}
+
+function field(name: string, selectionSet?: SelectionSetNode): FieldNode {
+  return {
+    kind: graphql.Kind.FIELD,
+    name: { kind: graphql.Kind.NAME, value: name },
+    ...(selectionSet && { selectionSet }),
+  };
+}
+
+describe('the walks are linear in the document: counted in steps, not in CPU', () => {
+  const schema = buildSchema(SDL);
+
+  it('the 9-level F-chain (each fragment spread ten times) takes 82 steps, not 10^8 walks', () => {
+    const { query, data } = fragmentChain(9);
+    // graphql-js expands a fragment once per selection set: one __typename, free; the minimum 1.
+    // Steps: the root's spread, then 8 fragments × 10 spreads, then __typename: 1 + 80 + 1 = 82
+    const input = { schema, document: parse(query) };
+    expect(requestedCost(graphql, input, { maxAnalysisSteps: 82 })).toBe(1);
+    expect(() => requestedCost(graphql, input, { maxAnalysisSteps: 81 })).toThrow(
+      CostAnalysisLimitError,
+    );
+    expect(actualCost(graphql, { ...input, data }, { maxAnalysisSteps: 82 })).toBe(1);
+  });
+
+  it('S aliases × M fragments with S different sizes: S + M steps, not S × M', () => {
+    const { query } = aliasesTimesFragments(2000, 300);
+    const input = { schema, document: parse(query) };
+    // per alias: the root field and its spread (2 steps); the chain once: 300 × (total and
+    // the next spread), the last without one: 4000 + 599 = 4599 (S × M would be 600,000)
+    expect(requestedCost(graphql, input, { maxAnalysisSteps: 4599 })).toBe(2000); // 2000 × Conn 1
+    expect(() => requestedCost(graphql, input, { maxAnalysisSteps: 4598 })).toThrow(
+      CostAnalysisLimitError,
+    );
+  });
+
+  it('the same chain below a sized field: walked once for every size', () => {
+    const { query } = aliasesTimesFragments(500, 300, true);
+    const input = { schema, document: parse(query) };
+    // alias i: Conn 1 + (i + 1) edges × Item 1 = i + 2; Σ over i < 500 = 124,750 + 1,000
+    expect(requestedCost(graphql, input, { maxAnalysisSteps: 5000 })).toBe(125_750);
+  });
+
+  it('a fragment spread twice in one selection set counts once, as graphql-js runs it once', () => {
+    const query =
+      '{ node { ...F ...F ... on Item { ...F } } } fragment F on Item { author { id } }';
+    expect(cost(schema, query)).toBe(2); // Item 1 + Author 1
+  });
+});
+
+describe('the analysis refuses what it cannot bound', () => {
+  const schema = buildSchema('type Node { id: ID next: Node } type Query { node: Node }');
+
+  it('throws CostAnalysisLimitError (maxAnalysisSteps) past the step budget', () => {
+    const query = `{ ${Array.from({ length: 50 }, (_, i) => `n${i}: node { id }`).join(' ')} }`;
+    expect(cost(schema, query)).toBe(50); // 50 × Node 1
+    // 50 root selections + 50 `id`: 100 steps
+    expect(cost(schema, query, {}, { maxAnalysisSteps: 100 })).toBe(50);
+    const run = () => cost(schema, query, {}, { maxAnalysisSteps: 99 });
+    expect(run).toThrow(CostAnalysisLimitError);
+    expect(thrown(run)).toEqual(
+      new CostAnalysisLimitError({ limit: 'maxAnalysisSteps', measured: 100, maximum: 99 }),
+    );
+    expect((thrown(run) as CostAnalysisLimitError).exceeded).toEqual({
+      limit: 'maxAnalysisSteps',
+      measured: 100,
+      maximum: 99,
+    });
+    const data = Object.fromEntries(Array.from({ length: 50 }, (_, i) => [`n${i}`, { id: 1 }]));
+    const actual = () =>
+      actualCost(graphql, { schema, document: parse(query), data }, { maxAnalysisSteps: 99 });
+    expect(actual).toThrow(CostAnalysisLimitError);
+  });
+
+  it('throws CostAnalysisLimitError (maxDepth), not a stack overflow, on a 2,000-level selection', () => {
+    // built without the parser, whose own recursion is the limit in Jest's smaller stack
+    const { Kind } = graphql;
+    let set: SelectionSetNode = { kind: Kind.SELECTION_SET, selections: [field('id')] };
+    for (let level = 2000; level >= 1; level--) {
+      set = { kind: Kind.SELECTION_SET, selections: [field(level === 1 ? 'node' : 'next', set)] };
+    }
+    const document: DocumentNode = {
+      kind: Kind.DOCUMENT,
+      definitions: [
+        {
+          kind: Kind.OPERATION_DEFINITION,
+          operation: graphql.OperationTypeNode.QUERY,
+          selectionSet: set,
+        },
+      ],
+    };
+    const error = thrown(() => requestedCost(graphql, { schema, document }));
+    expect(error).toBeInstanceOf(CostAnalysisLimitError);
+    expect((error as CostAnalysisLimitError).exceeded).toEqual({
+      limit: 'maxDepth',
+      measured: MAX_WALK_DEPTH + 1,
+      maximum: MAX_WALK_DEPTH,
+    });
+    let data: Record<string, unknown> = { id: 1 };
+    for (let level = 2000; level >= 2; level--) data = { next: data };
+    expect(() => actualCost(graphql, { schema, document, data: { node: data } })).toThrow(
+      CostAnalysisLimitError,
+    );
+  });
+
+  it('throws OperationNotFoundError for an unknown operationName', () => {
+    const run = () =>
+      requestedCost(graphql, {
+        schema,
+        document: parse('query A { node { id } }'),
+        operationName: 'B',
+      });
+    expect(run).toThrow(OperationNotFoundError);
+    expect(run).not.toThrow(CostAnalysisLimitError);
+  });
+});
