@@ -131,7 +131,7 @@ export async function runGraphQLBench(options: {
     log(
       `  with the cost analysis  ${analysedUs.toFixed(1)} µs  (${((ratio - 1) * 100).toFixed(1)}% more; target ≤ 20%)`,
     );
-    const documents = runAnalysisTable({ rounds, log });
+    const documents = runAnalysisTable({ rounds, log, apolloUs: plainUs });
     return { plainUs, analysedUs, ratio, documents };
   } finally {
     await Promise.all([plain.stop(), analysed.stop()]);

@@ -98,9 +98,10 @@ export interface OperationInput {
 export const DEFAULT_LIST_SIZE = 10;
 
 /**
- * Default `CostOptions.maxAnalysisSteps`, in steps: far above what a legitimate document takes
- * (the 20-field bench query takes about 200, the GraphiQL introspection query about 300;
- * a response of 100,000 values as many), and about 100 ms of CPU at worst.
+ * Default `CostOptions.maxAnalysisSteps`, in steps: far above what a legitimate operation takes
+ * (the bench's 20-field query: 140 steps priced, 440 over its response; GraphiQL's
+ * introspection query: 75 priced, about 1,800 over a small schema's answer), and about 0.1 s of
+ * CPU at most (about 0.1 µs a step priced, 0.07 µs a response value).
  */
 export const DEFAULT_MAX_ANALYSIS_STEPS = 1_000_000;
 

@@ -47,8 +47,10 @@ export function Cost(weight: number): CostDecorator {
  * `@listSize(...)` for code-first, on a field or handler that returns a list (or a
  * connection, with `sizedFields`). `assumedSize`: a non-negative integer, the most items
  * returned when no slicing argument is given; `slicingArguments`: names of Int arguments that
- * bound the list (`['first', 'last']`); `sizedFields`: the returned type's fields whose lists
- * take that size (`['edges', 'nodes']`); `requireOneSlicingArgument`: default `true`.
+ * bound the list (`['first', 'last']`), dot paths into input objects (`['input.pagination.first']`)
+ * or list arguments whose length is the size (`['ids']`); `sizedFields`: the returned type's
+ * fields whose lists take that size (`['edges', 'nodes']`), or paths to them in selection
+ * syntax (`['results { page }']`); `requireOneSlicingArgument`: default `true`.
  */
 export function ListSize(options: ListSizeExtension): CostDecorator {
   const { assumedSize, slicingArguments, sizedFields } = options ?? {};

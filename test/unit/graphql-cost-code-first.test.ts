@@ -71,6 +71,26 @@ class BookFilter {
   genre?: string;
 }
 
+@ObjectType()
+class ShelfResults {
+  @Field(() => [Book], { nullable: true })
+  page?: Book[];
+}
+
+@ObjectType()
+class Shelf {
+  @Field(() => ShelfResults, { nullable: true })
+  results?: ShelfResults;
+  @Field(() => Int, { nullable: true })
+  total?: number;
+}
+
+@InputType()
+class Paging {
+  @Field(() => Int, { nullable: true })
+  first?: number;
+}
+
 @ArgsType()
 class SearchArgs {
   @Field()
@@ -98,6 +118,13 @@ class BookResolver {
     @Args('filter', { type: () => BookFilter, nullable: true }) _filter?: BookFilter,
   ): Book[] {
     return [];
+  }
+
+  /** A dot path into an input, and a nested sized field. */
+  @Query(() => Shelf, { nullable: true })
+  @ListSize({ slicingArguments: ['paging.first'], sizedFields: ['results { page }'] })
+  shelf(@Args('paging', { type: () => Paging, nullable: true }) _paging?: Paging): Shelf | null {
+    return null;
   }
 
   @Query(() => [Book])
@@ -141,7 +168,11 @@ const SDL = `
     rating: Int! @cost(weight: 4)
   }
   input BookFilter { genre: String @cost(weight: 3) }
+  type ShelfResults { page: [Book!] }
+  type Shelf { results: ShelfResults  total: Int }
+  input Paging { first: Int }
   type Query {
+    shelf(paging: Paging): Shelf @listSize(slicingArguments: ["paging.first"], sizedFields: ["results { page }"])
     book(id: ID): Book
     bestsellers: [Book] @listSize(assumedSize: 5)
     newestAdditions(limit: Int!, filter: BookFilter): [Book!]! @listSize(slicingArguments: ["limit"])
@@ -162,6 +193,8 @@ const QUERIES: [string, number][] = [
   [`{ newestAdditions(limit: 3, filter: { genre: "sf" }) { ${BOOK} } }`, 43],
   // 10 (default list size) × (Book 1 + rating 4) + term 6 = 56
   ['{ search(term: "x") { rating } }', 56],
+  // Shelf 1 + results 1 + 4 pages × (Book 1 + rating 4) + Paging 1 = 23
+  ['{ shelf(paging: { first: 4 }) { results { page { rating } } } }', 23],
   // mutation 10 + addBook 7 (its @cost stands for Book's 1) + author 2 = 19
   ['mutation { addBook { author { name } } }', 19],
 ];
