@@ -27,13 +27,24 @@ import {
 export interface VariableScope {
   readonly values: Readonly<Record<string, unknown>>;
   readonly defaults: ReadonlyMap<string, ConstValueNode>;
+  /** Whether `values` is not what the client sent but unknown (`OperationInput.variablesUnknown`). */
+  readonly unknown?: boolean;
 }
+
+/**
+ * The size a slicing argument counts when it is a variable whose value the analysis cannot
+ * know (`OperationInput.variablesUnknown`) and the operation gives no default: the largest
+ * GraphQL `Int` (2^31 − 1), the most a client could ask for.
+ */
+export const UNKNOWN_SLICE_SIZE = 2_147_483_647;
 
 const NO_KEYS: readonly string[] = [];
 
 /** Marks a value that was not given at all (as opposed to an explicit `null`). */
 const ABSENT: unique symbol = Symbol('absent');
-type Resolved = unknown | typeof ABSENT;
+/** Marks a variable that may have been sent, with a value the analysis was not told. */
+const UNKNOWN: unique symbol = Symbol('unknown');
+type Resolved = unknown | typeof ABSENT | typeof UNKNOWN;
 
 // Raw variables are the client's JSON, not yet coerced: a recursive input type could nest
 // them deeper than the stack allows. Nothing legitimate comes close.
@@ -46,7 +57,9 @@ const MAX_INPUT_DEPTH = 64;
  * dot paths), read from literals, variables and defaults alike (the argument's, then each input
  * field's). A list value counts its length (`itemsByIds(ids: [...])` with `slicingArguments:
  * ["ids"]`). Any other value that is not a non-negative integer (null, -1, 2.5, "10") counts as
- * `fallback`: it must never make a field cheaper than the size the server falls back to.
+ * `fallback`: it must never make a field cheaper than the size the server falls back to. A
+ * variable the analysis was not told (`scope.unknown`) and without a default counts as
+ * `UNKNOWN_SLICE_SIZE`.
  *
  * `requireOneSlicingArgument` (IBM §8.4) lets an analysis refuse a query; this one never
  * throws for a valid document, and the largest size (or `fallback`) is already the upper
@@ -71,7 +84,7 @@ export function sliceSize(
     if (value === ABSENT) value = def?.defaultValue === undefined ? ABSENT : def.defaultValue;
     let type: GraphQLInputType | undefined = def?.type;
     for (const key of keys) {
-      if (value === ABSENT || value === null) break;
+      if (value === ABSENT || value === UNKNOWN || value === null) break;
       const object = type && rt.getNullableType(type);
       const inputField =
         object && rt.isInputObjectType(object) ? object.getFields()[key] : undefined;
@@ -88,9 +101,11 @@ export function sliceSize(
     if (value === ABSENT) continue;
     const n = Array.isArray(value)
       ? value.length
-      : typeof value === 'number' && Number.isInteger(value) && value >= 0
-        ? value
-        : fallback;
+      : value === UNKNOWN
+        ? UNKNOWN_SLICE_SIZE
+        : typeof value === 'number' && Number.isInteger(value) && value >= 0
+          ? value
+          : fallback;
     size = size === undefined ? n : Math.max(size, n);
   }
   return size;
@@ -227,7 +242,8 @@ function resolve(
       const name = node.name.value;
       if (Object.prototype.hasOwnProperty.call(scope.values, name)) return scope.values[name];
       const fallback = scope.defaults.get(name);
-      return fallback ? resolve(rt, fallback, scope, depth + 1) : ABSENT;
+      if (fallback) return resolve(rt, fallback, scope, depth + 1);
+      return scope.unknown ? UNKNOWN : ABSENT;
     }
     case rt.Kind.INT:
     case rt.Kind.FLOAT:

@@ -18,8 +18,9 @@ import type {
 } from 'graphql';
 import { sliceSize, type VariableScope } from './arguments.js';
 import { CostAnalysisLimitError, OperationNotFoundError } from './errors.js';
+import { pageSized } from './pages.js';
 import type { GraphQLRuntime } from './runtime.js';
-import type { Form, Sized, SizedSpec } from './sized.js';
+import type { Form, Sized } from './sized.js';
 import {
   declaredWeight,
   listSizeOf,
@@ -251,6 +252,7 @@ export function fieldInfo(
     weight: declaredWeight(rt, def, walk.names),
     listSize: pageSized(
       rt,
+      walk.schema,
       listSizeOf(rt, def, walk.names) ?? inferredListSize(rt, def, listDepth),
       named,
       listDepth,
@@ -283,7 +285,8 @@ export const INFERRED_SLICING_ARGUMENTS: readonly string[] = Object.freeze([
  * returning it has no `@listSize` (the Relay convention): `edges` and `nodes`.
  *
  * @deprecated Sizes follow the data now: a slicing argument on a field returning an object
- * sizes every list field of that object (`edges`, `nodes`, `items`, `results`...).
+ * sizes every list field of that object (`edges`, `nodes`, `items`, `results`...), and the
+ * first list on each path through its singular object fields (`pageSized`).
  */
 export const INFERRED_SIZED_FIELDS: readonly string[] = Object.freeze(['edges', 'nodes']);
 
@@ -313,29 +316,6 @@ function inferredListSize(
     sizedFields: listDepth === 0 ? new Map() : undefined,
     requireOneSlicingArgument: false,
   };
-}
-
-/**
- * Page objects: slicing arguments on a field that returns one object (no list) and no
- * `sizedFields` size the lists that object holds (a connection's `edges` and `nodes`, a page's
- * `items` or `results`): `posts(limit: 5000) { total items { id } }` asks for 5,000 items.
- * Every list field of the returned type (each possible type of an interface) takes the size.
- */
-function pageSized(
-  rt: GraphQLRuntime,
-  ls: ListSizeInfo | undefined,
-  named: GraphQLNamedType,
-  listDepth: number,
-): ListSizeInfo | undefined {
-  if (!ls || listDepth > 0 || ls.slicingArguments.length === 0) return ls;
-  if (ls.sizedFields && ls.sizedFields.size > 0) return ls;
-  const spec = new Map<string, SizedSpec | true>();
-  if (rt.isObjectType(named) || rt.isInterfaceType(named)) {
-    for (const [name, field] of Object.entries(named.getFields())) {
-      if (rt.isListType(rt.getNullableType(field.type))) spec.set(name, true);
-    }
-  }
-  return { ...ls, sizedFields: spec.size > 0 ? spec : undefined };
 }
 
 /**

@@ -92,6 +92,14 @@ export interface OperationInput {
   readonly operationName?: string | null;
   /** The request's raw variables (not yet coerced). */
   readonly variables?: Readonly<Record<string, unknown>> | null;
+  /**
+   * `true` when the server does not tell the caller the request's variables (Mercurius's
+   * `preSubscriptionExecution` hook): a variable without a default in the operation may then
+   * hold anything, and a slicing argument given by one counts as `UNKNOWN_SLICE_SIZE`
+   * (2^31 − 1 items), so that the cost stays an upper bound. Default `false`: `variables` are
+   * all the client sent.
+   */
+  readonly variablesUnknown?: boolean;
 }
 
 /** Default `CostOptions.defaultListSize`, in items. */
@@ -240,7 +248,11 @@ function prepare(runtime: GraphQLRuntime, input: OperationInput, options: CostOp
     rt: runtime,
     introspection: options?.countIntrospection !== false,
     schema: input.schema,
-    scope: { values: input.variables ?? {}, defaults: variableDefaults(operation) },
+    scope: {
+      values: input.variables ?? {},
+      defaults: variableDefaults(operation),
+      unknown: input.variablesUnknown === true,
+    },
     fragments,
     defaultListSize:
       listSize !== undefined && Number.isInteger(listSize) && listSize >= 0

@@ -30,6 +30,7 @@ export {
 } from './limits.js';
 export { INFERRED_SIZED_FIELDS, INFERRED_SLICING_ARGUMENTS, MAX_WALK_DEPTH } from './context.js';
 export type { GraphQLRuntime } from './runtime.js';
+export { UNKNOWN_SLICE_SIZE } from './arguments.js';
 export {
   COST_EXTENSION,
   LIST_SIZE_EXTENSION,

@@ -17,7 +17,16 @@ const { operation, overWebSocket, resetRuns, runs, startLimitsApp, wsError } =
   await import('./support/limits-app.js');
 type LimitsApp = Awaited<ReturnType<typeof startLimitsApp>>;
 
-const NO_RUNS = { node: 0, next: 0, conn: 0, nodes: 0, hello: 0, sendEmail: 0, ticks: 0 };
+const NO_RUNS = {
+  node: 0,
+  next: 0,
+  conn: 0,
+  nodes: 0,
+  hello: 0,
+  sendEmail: 0,
+  ticks: 0,
+  feed: 0,
+};
 
 /** `node { next { next … { id } } }`, `levels` fields deep. */
 function nested(levels: number): string {
@@ -227,6 +236,62 @@ describe.each(['apollo', 'mercurius'] as const)('operation limits on %s', (serve
     expect(runs.ticks).toBe(1);
   });
 });
+
+/**
+ * A subscription's slicing argument given as a variable: Apollo's graphql-ws prices it with the
+ * variables sent; Mercurius's subscription hook is not told them, so a variable without a
+ * default counts at the largest Int (2^31 − 1 items) and the subscription is refused by
+ * `maxCost`, where it was priced at the default 10 items; a default or a literal is read.
+ */
+describe.each(['apollo', 'mercurius'] as const)(
+  'subscription variables that size a list on %s',
+  (server) => {
+    let app: LimitsApp;
+    beforeAll(async () => {
+      app = await startLimitsApp(server, {
+        redis: redisUrl(),
+        prefix: uniquePrefix(),
+        timeoutMs: 2000,
+        graphql: { maxCost: 1000, budget: '100000/h' },
+      });
+    });
+    afterAll(() => app.close());
+    beforeEach(resetRuns);
+
+    const FEED = 'subscription ($n: Int) { feed(first: $n) { items { id } } }';
+    const DELIVERED = [{ data: { feed: { items: [{ id: 0 }, { id: 1 }] } } }];
+
+    it('a variable without a default: priced with its value on Apollo, at the most it could be on Mercurius', async () => {
+      const reply = await overWebSocket(app.url, FEED, { n: 2 });
+      if (server === 'apollo') {
+        // Conn 1 + 2 items × Node 1 = 3 <= 1000: it starts
+        expect(reply.next).toEqual(DELIVERED);
+        expect(runs.feed).toBe(1);
+      } else {
+        // Conn 1 + 2147483647 items × Node 1 = 2147483648 > 1000 (was 1 + 10 = 11, admitted)
+        expect(wsError(reply)?.extensions).toMatchObject({
+          code: 'MAX_COST_EXCEEDED',
+          cost: 2147483648,
+          maxCost: 1000,
+        });
+        expect(runs.feed).toBe(0);
+      }
+    });
+
+    it("the operation's default and a literal size the list on both servers", async () => {
+      // Conn 1 + 2 × Node 1 = 3, from the default
+      const defaulted = 'subscription ($n: Int = 2) { feed(first: $n) { items { id } } }';
+      expect((await overWebSocket(app.url, defaulted)).next).toEqual(DELIVERED);
+      // Conn 1 + 5000 × Node 1 = 5001 > 1000, from the literal
+      const literal = await overWebSocket(
+        app.url,
+        'subscription { feed(first: 5000) { items { id } } }',
+      );
+      expect(wsError(literal)?.extensions).toMatchObject({ code: 'MAX_COST_EXCEEDED', cost: 5001 });
+      expect(runs.feed).toBe(1);
+    });
+  },
+);
 
 /**
  * Over the WebSocket an operation is priced whole, as over HTTP, with the shape limits off:

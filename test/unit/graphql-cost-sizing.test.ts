@@ -15,6 +15,7 @@ import {
   OperationNotFoundError,
   requestedCost,
   actualCost,
+  UNKNOWN_SLICE_SIZE,
   type CostOptions,
   type OperationInput,
 } from '../../lib/graphql/index.js';
@@ -203,6 +204,87 @@ describe('page objects: a slicing argument sizes the lists the returned object h
     const items = Array.from({ length: 5000 }, (_, id) => ({ id, author: { name: 'a' } }));
     const data = { posts: { total: 5000, items } };
     expect(actualCost(graphql, { schema: pages, document: parse(query), data })).toBe(10001);
+  });
+});
+
+describe('page objects: the slice reaches lists through singular object fields', () => {
+  // The reviewer's schema: Page holds a list directly (items) and one singular object below (data).
+  const probe = buildSchema(`
+    type Post { id: ID author: String }
+    type Inner { items: [Post] }
+    type Page { total: Int data: Inner items: [Post] }
+    type Query { posts(limit: Int): Page hello: String }
+  `);
+
+  it('posts(limit: 5000) { data { items { id author } } } is 5002 (was 12)', () => {
+    // Page 1 + Inner 1 + 5000 items × Post 1 = 5002
+    expect(cost(probe, '{ posts(limit: 5000) { data { items { id author } } } }')).toBe(5002);
+    // Page 1 + 5000 × Post 1 = 5001, as before
+    expect(cost(probe, '{ posts(limit: 5000) { items { id } } }')).toBe(5001);
+    // Page 1 + (Inner 1 + 5000) + 5000 = 10002; through a fragment, a variable: the same
+    expect(
+      cost(
+        probe,
+        'query Q($n: Int) { posts(limit: $n) { ...P items { id } } } fragment P on Page { data { items { id } } }',
+        { n: 5000 },
+      ),
+    ).toBe(10002);
+  });
+
+  const deep = buildSchema(`
+    type Tag { name: String }
+    type Post { id: ID tags: [Tag] }
+    type Inner { items: [Post] }
+    type Page { next: Page data: Inner items: [Post] }
+    type Query { posts(limit: Int): Page }
+  `);
+
+  it('only the first list on each path takes the size: lists below it keep theirs', () => {
+    // Page 1 + Inner 1 + 50 × (Post 1 + 10 default tags × Tag 1) = 552
+    expect(cost(deep, '{ posts(limit: 50) { data { items { tags { name } } } } }')).toBe(552);
+  });
+
+  it('a cycle of singular fields (Page.next: Page) sizes the list at any depth, and terminates', () => {
+    // 3 × Page 1 + 50 × Post 1 = 53
+    expect(cost(deep, '{ posts(limit: 50) { next { next { items { id } } } } }')).toBe(53);
+  });
+
+  it('explicit sizedFields still win over the inference', () => {
+    const annotated = buildSchema(`
+      directive @listSize${listSizeArgs}
+      type Post { id: ID }
+      type Inner { items: [Post] }
+      type Page { data: Inner items: [Post] }
+      type Query { posts(limit: Int): Page @listSize(slicingArguments: ["limit"], sizedFields: ["items"]) }
+    `);
+    // Page 1 + Inner 1 + 10 default items × Post 1 = 12: only `items` is named
+    expect(cost(annotated, '{ posts(limit: 5000) { data { items { id } } } }')).toBe(12);
+    // Page 1 + 5000 × Post 1 = 5001
+    expect(cost(annotated, '{ posts(limit: 5000) { items { id } } }')).toBe(5001);
+  });
+});
+
+describe('variables the server does not tell (Mercurius subscriptions)', () => {
+  const schema = buildSchema(`
+    type Post { id: ID }
+    type Page { items: [Post] }
+    type Query { posts(limit: Int): Page }
+  `);
+  const input = (query: string) => ({ schema, document: parse(query), variablesUnknown: true });
+
+  it('a variable slicing argument without a default counts at the largest Int', () => {
+    // Page 1 + 2147483647 × Post 1 = 2147483648
+    const query = 'query ($n: Int) { posts(limit: $n) { items { id } } }';
+    expect(requestedCost(graphql, input(query))).toBe(UNKNOWN_SLICE_SIZE + 1);
+    // told the variables are all the client sent, an unset one is unset: the default 10
+    expect(cost(schema, query)).toBe(11);
+  });
+
+  it("the operation's default and a literal are read as usual", () => {
+    // Page 1 + 30 × Post 1 = 31
+    const defaulted = 'query ($n: Int = 30) { posts(limit: $n) { items { id } } }';
+    expect(requestedCost(graphql, input(defaulted))).toBe(31);
+    expect(requestedCost(graphql, input('{ posts(limit: 7) { items { id } } }'))).toBe(8);
   });
 });
 

@@ -104,11 +104,19 @@ export class MercuriusOperationCostHooks implements OnApplicationBootstrap {
       if (charged !== undefined) charges.set(context, { op, charge: charged });
     });
     // A subscription is priced once, when it starts; its events are not charged. Mercurius
-    // neither validates a subscription's document nor tells this hook its variables or name.
+    // neither validates a subscription's document nor tells this hook its variables or name
+    // (it passes the schema, document, context and subscription id; the context is the
+    // connection's, and the start message's payload is not in it): a variable without a
+    // default is priced at the most it could hold.
     hooks.addHook('preSubscriptionExecution', async (schema, document, context) => {
       const invalid = costs.runtime.validate(schema, document);
       if (invalid.length > 0) throw invalid[0];
-      const charged = await costs.charge({ schema, document, contextValue: context });
+      const charged = await costs.charge({
+        schema,
+        document,
+        variablesUnknown: true,
+        contextValue: context,
+      });
       if (isRefusal(charged)) throw mercuriusError(charged);
     });
     hooks.addHook('onResolution', async (execution, context) => {

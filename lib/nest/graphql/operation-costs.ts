@@ -31,6 +31,8 @@ export interface OperationRequest {
   readonly operationName?: string | null;
   /** Raw, as the request sent them. */
   readonly variables?: Readonly<Record<string, unknown>> | null;
+  /** The server does not say what the variables are (`OperationInput.variablesUnknown`). */
+  readonly variablesUnknown?: boolean;
   /** The context resolvers get: the HTTP request is read from it, as for a resolver. */
   readonly contextValue: unknown;
 }

@@ -29,7 +29,16 @@ import { bootstrap } from '../../e2e/support/app.js';
 export type LimitsServer = 'apollo' | 'mercurius';
 
 /** Resolver calls since the app started. */
-export const runs = { node: 0, next: 0, conn: 0, nodes: 0, hello: 0, sendEmail: 0, ticks: 0 };
+export const runs = {
+  node: 0,
+  next: 0,
+  conn: 0,
+  nodes: 0,
+  hello: 0,
+  sendEmail: 0,
+  ticks: 0,
+  feed: 0,
+};
 
 export function resetRuns(): void {
   for (const key of Object.keys(runs) as (keyof typeof runs)[]) runs[key] = 0;
@@ -103,6 +112,15 @@ class LimitsResolver {
     runs.ticks++;
     return (async function* () {
       yield { ticks: { id: 1 } };
+    })();
+  }
+  /** A page per event: `first` (a slicing argument) sizes its `items`. */
+  @Subscription(() => Conn)
+  feed(@Args('first', { type: () => Int, nullable: true }) first?: number) {
+    runs.feed++;
+    const items = Array.from({ length: Math.min(first ?? 2, 2) }, (_, id) => ({ id }));
+    return (async function* () {
+      yield { feed: { total: 2, items } };
     })();
   }
 }
@@ -185,7 +203,11 @@ export interface WsReply {
 }
 
 /** Runs one operation over graphql-ws to its end (`complete` or `error`). */
-export async function overWebSocket(url: string, query: string): Promise<WsReply> {
+export async function overWebSocket(
+  url: string,
+  query: string,
+  variables?: Record<string, unknown>,
+): Promise<WsReply> {
   const client = createClient({
     url: `${url.replace('http', 'ws')}/graphql`,
     webSocketImpl: WebSocket,
@@ -195,7 +217,7 @@ export async function overWebSocket(url: string, query: string): Promise<WsReply
   try {
     await new Promise<void>((resolve, reject) => {
       client.subscribe(
-        { query },
+        { query, variables },
         {
           next: (value) => {
             reply.bytes += JSON.stringify(value).length;
