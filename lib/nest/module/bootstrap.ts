@@ -206,7 +206,7 @@ export class AfterGuardsSetup {
  */
 function globalGuardsAfter(config: ApplicationConfig, deciding: RateLimitGuard): boolean {
   const guards = config.getGlobalGuards() as unknown[];
-  const at = guards.indexOf(deciding);
+  const at = guards.findIndex((guard) => sameGuard(guard, deciding));
   if (at === -1) return false;
   if (guards.slice(at + 1).some((guard) => !isRateLimitGuard(guard))) return true;
   const scoped = (config.getGlobalRequestGuards?.() ?? []) as { metatype?: unknown }[];
@@ -243,6 +243,20 @@ export function appGuardSubclass(
         typeof token === 'string' &&
         token.startsWith(APP_GUARD) &&
         instance instanceof RateLimitGuard &&
-        instance !== own,
+        !sameGuard(instance, own),
     )?.instance as RateLimitGuard | undefined;
+}
+
+/**
+ * Whether `guard` is `own`, or an instance of exactly its class. Nest's `instrument` option
+ * (`NestFactory.create(AppModule, { instrument })`, which `@nestjs/observe` and the apps
+ * `nest new` makes use) wraps every provider in a Proxy, and a `useExisting` alias such as the
+ * module's APP_GUARD in a Proxy of its own, so one guard reaches us as several objects; a Proxy
+ * forwards `getPrototypeOf`, so the class still tells them apart from a subclass.
+ */
+function sameGuard(guard: unknown, own: RateLimitGuard): boolean {
+  return (
+    guard === own ||
+    (guard instanceof RateLimitGuard && Object.getPrototypeOf(guard) === Object.getPrototypeOf(own))
+  );
 }
