@@ -480,18 +480,26 @@ describe('per-user policies decided before the guards that set the user', () => 
     expect(await reported([AccountResolver, AccountGateway], { before: true })).toEqual([]);
   });
 
-  it('a GraphQL budget behind a global guard imported after: warned; before: not', async () => {
-    const graphqlBudget = { budget: '100/m' } as const;
-    const after = await reported([AccountResolver], { after: true, graphql: graphqlBudget });
-    expect(after.find((l) => l.route === 'GraphQL operation')?.reason).toBe(
+  it('a GraphQL budget behind a global guard, imported after or before: warned (charged before every guard)', async () => {
+    const budget = { budget: '100/m' } as const;
+    const reason =
       'the GraphQL budget\'s policy "cost" reads the user, charged before any resolver runs, ' +
-        "while the app's global guards registered after it (an APP_GUARD of a module imported " +
-        'after RateLimitModule, or app.useGlobalGuards) run only then: the user they set is ' +
-        'not known yet, so the budget keys by the client address. Authenticate in middleware ' +
-        'or in the GraphQL context function (set req.user before resolvers run), or mark each ' +
-        'function that reads no user with keys.withoutUser',
-    );
-    const before = await reported([AccountResolver], { before: true, graphql: graphqlBudget });
-    expect(before).toEqual([]);
+      "while the app's global guards (an APP_GUARD, or app.useGlobalGuards) run only when a " +
+      'resolver does: the user they set is not known yet, so the budget keys by the client ' +
+      'address. Authenticate in middleware or in the GraphQL context function (set req.user ' +
+      'before resolvers run), or mark each function that reads no user with keys.withoutUser';
+    const after = await reported([AccountResolver], { after: true, graphql: budget });
+    expect(after).toEqual([
+      { route: 'AccountResolver.account', reason: expect.stringContaining('registered after') },
+      { route: 'GraphQL operation', reason },
+    ]);
+    // The resolver's policy sees the user then; the budget, charged before execution, does not.
+    const before = await reported([AccountResolver], { before: true, graphql: budget });
+    expect(before).toEqual([{ route: 'GraphQL operation', reason }]);
+    // No global guard of the app's, no guard on the resolver: nothing to report.
+    expect(await reported([AccountResolver], { graphql: budget })).toEqual([]);
+    // A budget keyed by something other than the user: nothing either.
+    const byAddress = { budget: { rate: '100/m', key: keys.ip } };
+    expect(await reported([AccountResolver], { before: true, graphql: byAddress })).toEqual([]);
   });
 });

@@ -101,7 +101,9 @@ export class RouteCheck implements OnModuleInit, OnApplicationShutdown {
       const reason = userBeforeGuardsReason(handler, route, later);
       if (reason !== undefined) events.unenforced({ route: handler.route, reason });
     }
-    const budget = this.costs && budgetBeforeGuardsReason(scan.handlers, this.costs.rules, later);
+    // The budget is charged before execution, so before every guard, global ones too.
+    const guarded = later || globalGuardsAfter(this.config, undefined);
+    const budget = this.costs && budgetBeforeGuardsReason(scan.handlers, this.costs.rules, guarded);
     if (budget) events.unenforced({ route: 'GraphQL operation', reason: budget });
     this.watchRpcServers(scan.handlers, events);
   }
@@ -215,13 +217,17 @@ function appGuardsAfter(
 
 /**
  * Whether Nest runs a global guard of the app's after `deciding` (the module's guard, or the
- * app's subclass it stands aside for): a static one after it, or any request-scoped one (run
- * after every static one). The guards of this package do not count.
+ * app's subclass it stands aside for; any position when undefined): a static one after it,
+ * or any request-scoped one (run after every static one). The guards of this package do not
+ * count.
  */
-function globalGuardsAfter(config: ApplicationConfig, deciding: RateLimitGuard): boolean {
+function globalGuardsAfter(
+  config: ApplicationConfig,
+  deciding: RateLimitGuard | undefined,
+): boolean {
   const guards = config.getGlobalGuards() as unknown[];
-  const at = guards.indexOf(deciding);
-  if (at === -1) return false;
+  const at = deciding === undefined ? -1 : guards.indexOf(deciding);
+  if (deciding !== undefined && at === -1) return false;
   if (guards.slice(at + 1).some((guard) => !isRateLimitGuard(guard))) return true;
   const scoped = (config.getGlobalRequestGuards?.() ?? []) as { metatype?: unknown }[];
   return scoped.some((wrapper) => !isRateLimitGuard(wrapper.metatype));

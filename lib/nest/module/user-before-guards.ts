@@ -44,38 +44,37 @@ export function userBeforeGuardsReason(
 
 /**
  * The reason to report a GraphQL operation budget (the module's `graphql` option) that may
- * read the user in an app where some resolver authenticates with a guard of its own, or where
- * global guards run after the module's: the budget is charged before any resolver or guard
- * runs. Undefined when none.
- * @param handlers every handler of the app; `rules` the budget's; `globalGuardsAfter` whether
- *   the app runs global guards of its own after the module's
+ * read the user in an app where some resolver authenticates with a guard of its own, or that
+ * runs global guards of its own: the budget is charged before any resolver or guard runs
+ * (the Apollo plugin, the Mercurius hooks), so only middleware or the GraphQL context
+ * function can set the user in time. Undefined when none.
+ * @param handlers every handler of the app; `rules` the budget's; `globalGuards` whether the
+ *   app runs global guards of its own
  */
 export function budgetBeforeGuardsReason(
   handlers: readonly Handler[],
   rules: readonly Rule[],
-  globalGuardsAfter: boolean,
+  globalGuards: boolean,
 ): string | undefined {
   const names = userPolicyNames(rules);
   if (names === undefined) return undefined;
   const resolvers = handlers.filter((h) => h.kind.startsWith('graphql'));
   if (resolvers.length === 0) return undefined;
-  const fix = `Authenticate ${where(resolvers[0]!)}, or mark each function that reads no user with keys.withoutUser`;
   const guarded = resolvers.filter(hasOwnGuards);
-  if (guarded.length === 0) {
-    if (!globalGuardsAfter) return undefined;
-    return (
-      `the GraphQL budget's ${names} the user, charged before any resolver runs, while ` +
-      `${LATER_GLOBAL_GUARDS} run only then: the user they set is not known yet, so the ` +
-      `budget keys by the client address. ${fix}`
-    );
-  }
+  if (guarded.length === 0 && !globalGuards) return undefined;
   const shown = guarded.slice(0, 3).map((h) => h.route);
   if (guarded.length > 3) shown.push(`${guarded.length - 3} more`);
+  const who =
+    guarded.length === 0
+      ? "the app's global guards (an APP_GUARD, or app.useGlobalGuards) run only when a " +
+        'resolver does'
+      : `${shown.join(', ')} authenticate${guarded.length === 1 ? 's' : ''} with guards of ` +
+        `${guarded.length === 1 ? 'its' : 'their'} own`;
   return (
-    `the GraphQL budget's ${names} the user, charged before any resolver runs, ` +
-    `while ${shown.join(', ')} authenticate${guarded.length === 1 ? 's' : ''} with guards of ` +
-    `${guarded.length === 1 ? 'its' : 'their'} own: the user they set is not known yet, so ` +
-    `the budget keys by the client address. ${fix}`
+    `the GraphQL budget's ${names} the user, charged before any resolver runs, while ${who}: ` +
+    `the user they set is not known yet, so the budget keys by the client address. ` +
+    `Authenticate ${where(resolvers[0]!)}, or mark each function that reads no user with ` +
+    `keys.withoutUser`
   );
 }
 
