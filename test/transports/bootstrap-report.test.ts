@@ -13,10 +13,14 @@ import {
   Get,
   Injectable,
   Module,
+  UseGuards,
+  type CanActivate,
+  type ExecutionContext,
   type INestApplication,
   type ModuleMetadata,
 } from '@nestjs/common';
-import { NestFactory } from '@nestjs/core';
+import { APP_GUARD, NestFactory } from '@nestjs/core';
+import { GqlExecutionContext } from '@nestjs/graphql';
 import {
   Field,
   GRAPHQL_MODULE_OPTIONS,
@@ -31,9 +35,12 @@ import {
 import { EventPattern, MessagePattern } from '@nestjs/microservices';
 import { SubscribeMessage, WebSocketGateway, type OnGatewayConnection } from '@nestjs/websockets';
 import {
+  byTier,
+  keys,
   RateLimit,
   RateLimitConfigError,
   RateLimitModule,
+  rateLimitContext,
   type RateLimitModuleOptions,
 } from '../../lib/index.js';
 import { handlerKind, scanHandlers } from '../../lib/nest/module/handlers.js';
@@ -111,15 +118,20 @@ class BooksResolver {
   }
 }
 
-/** An app of every kind of class, with GraphQL options as given, its logs captured. */
+/**
+ * An app of every kind of class, with GraphQL options as given, its logs captured; the
+ * modules of `importedFirst` are imported before `RateLimitModule`, the others after.
+ */
 async function boot(
   moduleOptions: RateLimitModuleOptions,
   metadata: ModuleMetadata,
   logger: CapturingLogger,
+  importedFirst: NonNullable<ModuleMetadata['imports']> = [],
 ): Promise<INestApplication> {
   @Module({
     ...metadata,
     imports: [
+      ...importedFirst,
       RateLimitModule.forRoot({ redis: redisUrl(), prefix: uniquePrefix(), ...moduleOptions }),
       ...(metadata.imports ?? []),
     ],
@@ -325,5 +337,169 @@ describe('handlerKind reads the metadata each Nest package sets', () => {
           'a graphql handler, and no adapter of this nest-rate-limit limits graphql calls: they pass untouched',
       },
     ]);
+  });
+});
+
+/*
+ * Per-user policies on resolvers and gateways are decided by the module's global guard, before
+ * the guards that set the user (only HTTP routes wait for them): the README's tier recipe on a
+ * resolver with its own API-key guard, or any per-user policy behind a global APP_GUARD
+ * registered after the module's, silently keys by address and gives a pro customer the free
+ * tier. Reported at bootstrap, naming the handler and the fix; nothing when the setup is right.
+ */
+describe('per-user policies decided before the guards that set the user', () => {
+  /** The README's API-key guard: sets `user = { id, plan }`, on any transport. */
+  @Injectable()
+  class ApiKeyGuard implements CanActivate {
+    canActivate(ctx: ExecutionContext): boolean {
+      const req = (
+        ctx.getType<string>() === 'graphql'
+          ? GqlExecutionContext.create(ctx).getContext<{ req: object }>().req
+          : ctx.switchToHttp().getRequest<object>()
+      ) as { user?: unknown };
+      req.user = { id: 'acct-1', plan: 'pro' };
+      return true;
+    }
+  }
+
+  const plan = (ctx: ExecutionContext) =>
+    (rateLimitContext(ctx).user as { plan?: string } | undefined)?.plan;
+  const tiers = { free: '10/m', pro: '100/m' } as const;
+
+  @Resolver()
+  class TierResolver {
+    @Query(() => String)
+    @UseGuards(ApiKeyGuard)
+    @RateLimit(byTier(tiers, plan, { fallback: 'free' }), {
+      name: 'tier',
+      key: keys.header('x-api-key'),
+    })
+    report() {
+      return '';
+    }
+  }
+
+  @Resolver()
+  class MarkedTierResolver {
+    @Query(() => String)
+    @UseGuards(ApiKeyGuard)
+    @RateLimit(
+      byTier(
+        tiers,
+        keys.withoutUser((ctx: ExecutionContext) =>
+          String(rateLimitContext(ctx).request?.headers?.['x-plan'] ?? ''),
+        ),
+        { fallback: 'free' },
+      ),
+      { name: 'tier', key: keys.header('x-api-key') },
+    )
+    report() {
+      return '';
+    }
+  }
+
+  /** A per-user policy (the default key) on a resolver and a gateway, no guard of their own. */
+  @Resolver()
+  class AccountResolver {
+    @Query(() => String)
+    @RateLimit('10/m', { name: 'per-user' })
+    account() {
+      return '';
+    }
+  }
+
+  @WebSocketGateway()
+  class AccountGateway {
+    @SubscribeMessage('account')
+    @RateLimit('10/m', { name: 'per-user' })
+    account() {}
+  }
+
+  /** The Nest docs' global authentication guard, in a module of its own. */
+  @Module({ providers: [{ provide: APP_GUARD, useClass: ApiKeyGuard }] })
+  class AuthModule {}
+
+  async function reported(
+    providers: ModuleMetadata['providers'],
+    options: {
+      after?: boolean;
+      before?: boolean;
+      graphql?: RateLimitModuleOptions['graphql'];
+    } = {},
+  ) {
+    const logger = new CapturingLogger();
+    const app = await boot(
+      options.graphql ? { graphql: options.graphql } : {},
+      { imports: [graphql([]), ...(options.after ? [AuthModule] : [])], providers },
+      logger,
+      options.before ? [AuthModule] : [],
+    );
+    await app.close();
+    return unenforced(logger);
+  }
+
+  it('byTier recipe on a resolver with its own guard: warned, naming the handler and the fix', async () => {
+    expect(await reported([TierResolver, ApiKeyGuard])).toEqual([
+      {
+        route: 'TierResolver.report',
+        reason:
+          'its policy "tier" reads the user, decided by the global rate-limit guard before ' +
+          "this handler's own guards: a user those guards set is not known yet, so the client " +
+          'address is used instead and a plan function sees no user. Authenticate in ' +
+          'middleware or in the GraphQL context function (set req.user before resolvers run), ' +
+          'or mark each function that reads no user with keys.withoutUser',
+      },
+    ]);
+  });
+
+  it('the same recipe with its plan function marked keys.withoutUser: not warned', async () => {
+    expect(await reported([MarkedTierResolver, ApiKeyGuard])).toEqual([]);
+  });
+
+  it('a global APP_GUARD imported after RateLimitModule: each per-user resolver and gateway policy warned', async () => {
+    const lines = await reported([AccountResolver, AccountGateway], { after: true });
+    expect(lines.map((l) => l.route)).toEqual([
+      'AccountGateway.account',
+      'AccountResolver.account',
+    ]);
+    const [gateway, resolver] = lines.map((l) => l.reason);
+    expect(resolver).toBe(
+      'its policy "per-user" reads the user, decided by the global rate-limit guard before ' +
+        "the app's global guards registered after it (an APP_GUARD of a module imported after " +
+        'RateLimitModule, or app.useGlobalGuards): a user those guards set is not known yet, ' +
+        'so the client address is used instead and a plan function sees no user. Authenticate ' +
+        'in middleware or in the GraphQL context function (set req.user before resolvers ' +
+        "run), or import that guard's module before RateLimitModule, or mark each function " +
+        'that reads no user with keys.withoutUser',
+    );
+    expect(gateway).toContain('Authenticate in handleConnection, on the socket');
+    expect(gateway).toContain("import that guard's module before RateLimitModule");
+  });
+
+  it('the same guard imported before RateLimitModule: not warned', async () => {
+    expect(await reported([AccountResolver, AccountGateway], { before: true })).toEqual([]);
+  });
+
+  it('a GraphQL budget behind a global guard, imported after or before: warned (charged before every guard)', async () => {
+    const budget = { budget: '100/m' } as const;
+    const reason =
+      'the GraphQL budget\'s policy "cost" reads the user, charged before any resolver runs, ' +
+      "while the app's global guards (an APP_GUARD, or app.useGlobalGuards) run only when a " +
+      'resolver does: the user they set is not known yet, so the budget keys by the client ' +
+      'address. Authenticate in middleware or in the GraphQL context function (set req.user ' +
+      'before resolvers run), or mark each function that reads no user with keys.withoutUser';
+    const after = await reported([AccountResolver], { after: true, graphql: budget });
+    expect(after).toEqual([
+      { route: 'AccountResolver.account', reason: expect.stringContaining('registered after') },
+      { route: 'GraphQL operation', reason },
+    ]);
+    // The resolver's policy sees the user then; the budget, charged before execution, does not.
+    const before = await reported([AccountResolver], { before: true, graphql: budget });
+    expect(before).toEqual([{ route: 'GraphQL operation', reason }]);
+    // No global guard of the app's, no guard on the resolver: nothing to report.
+    expect(await reported([AccountResolver], { graphql: budget })).toEqual([]);
+    // A budget keyed by something other than the user: nothing either.
+    const byAddress = { budget: { rate: '100/m', key: keys.ip } };
+    expect(await reported([AccountResolver], { before: true, graphql: byAddress })).toEqual([]);
   });
 });

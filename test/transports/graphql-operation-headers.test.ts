@@ -98,12 +98,12 @@ describe.each(SERVERS)('an operation’s headers on %s', (server) => {
     expect(warnings.some((m) => m.includes('FieldsResolver'))).toBe(false);
   });
 
-  it('reports the operation budget keyed by the user in an app whose resolvers authenticate with guards', () => {
+  it('reports the operation budget that reads the user in an app whose resolvers authenticate with guards', () => {
     const budget = logger.lines.filter(
       (l) => l.level === 'warn' && l.message.includes('"route":"GraphQL operation"'),
     );
     expect(budget).toHaveLength(1);
-    expect(budget[0]!.message).toContain('policy \\"cost\\" is keyed by the user');
+    expect(budget[0]!.message).toContain('policy \\"cost\\" reads the user');
     expect(budget[0]!.message).toContain('GuardedResolver.account');
   });
 });

@@ -8,6 +8,7 @@ import {
 import type { DocumentNode, GraphQLResolveInfo } from 'graphql';
 import { isCharged, isPriced } from './charged.js';
 import { isRefusal, type OperationCosts, type OperationRefusal } from './operation-costs.js';
+import { RATE_LIMIT_GUARD } from '../pipeline/after-route-guards.js';
 import { OPERATION_COSTS } from './tokens.js';
 
 /** One charge per execution: graphql-js builds `variableValues` afresh for each. */
@@ -59,6 +60,9 @@ export class OperationCostGuard implements CanActivate {
     });
   }
 }
+
+// One of ours: never taken for a guard of the app's that authenticates (see after-route-guards.ts).
+Object.defineProperty(OperationCostGuard.prototype, RATE_LIMIT_GUARD, { value: true });
 
 async function charge(
   costs: OperationCosts,

@@ -17,6 +17,7 @@ import { identitiesOf } from '../pipeline/identify.js';
 import { NO_LIMIT, type RequestOutcome } from '../pipeline/outcome.js';
 import type { RoutePlanner } from '../plan/planner.js';
 import type { Rule } from '../plan/rules.js';
+import { keys } from '../declare/keys.js';
 import { graphqlTransport } from '../transports/graphql.js';
 import { refusalFields } from '../transports/refusal.js';
 import { costExtension, type OperationCostExtension } from './cost-extension.js';
@@ -75,8 +76,9 @@ export class OperationCosts {
   ) {
     const declared = declareBudgets(options).map((d) => ({
       ...d,
-      // Every budget is charged the operation's requested cost, carried by its context.
-      options: { ...d.options, cost: requestedCostOf },
+      // Every budget is charged the operation's requested cost, carried by its context: it
+      // reads no user, so only the budget's key and rate can make it wait for one.
+      options: { ...d.options, cost: keys.withoutUser(requestedCostOf) },
     }));
     this.plan =
       declared.length === 0

@@ -60,6 +60,8 @@ export class RouteCheck implements OnModuleInit, OnApplicationShutdown {
     @Inject(ModulesContainer) private readonly modules: ModulesContainer,
     @Inject(RoutePlanner) private readonly runtime: RoutePlanner,
     @Inject(RESOURCES) private readonly resources: Resources,
+    @Inject(RateLimitGuard) private readonly own: RateLimitGuard,
+    @Inject(ApplicationConfig) private readonly config: ApplicationConfig,
     @Optional() @Inject(OPERATION_COSTS) private readonly costs?: OperationCosts | null,
   ) {}
 
@@ -92,14 +94,16 @@ export class RouteCheck implements OnModuleInit, OnApplicationShutdown {
       throw error;
     }
     for (const detail of scan.unenforced) events.unenforced(detail);
+    // Resolvers and gateways cannot wait for the guards that set the user, as routes do.
+    const later = appGuardsAfter(this.config, this.discovery, this.own);
     for (const handler of scan.handlers) {
-      const reason = userBeforeGuardsReason(
-        handler,
-        this.runtime.routeOf(handler.type, handler.method),
-      );
+      const route = this.runtime.routeOf(handler.type, handler.method);
+      const reason = userBeforeGuardsReason(handler, route, later);
       if (reason !== undefined) events.unenforced({ route: handler.route, reason });
     }
-    const budget = this.costs && budgetBeforeGuardsReason(scan.handlers, this.costs.rules);
+    // The budget is charged before execution, so before every guard, global ones too.
+    const guarded = later || globalGuardsAfter(this.config, undefined);
+    const budget = this.costs && budgetBeforeGuardsReason(scan.handlers, this.costs.rules, guarded);
     if (budget) events.unenforced({ route: 'GraphQL operation', reason: budget });
     this.watchRpcServers(scan.handlers, events);
   }
@@ -182,8 +186,7 @@ export class AfterGuardsSetup {
 
   /** The app's global guards as they stand: each HTTP route waits for those after ours. */
   afterGlobalGuards(): void {
-    if (!globalGuardsAfter(this.config, appGuardSubclass(this.discovery, this.own) ?? this.own))
-      return;
+    if (!appGuardsAfter(this.config, this.discovery, this.own)) return;
     this.runtime.behindGlobalGuards();
     this.appendToRoutes();
   }
@@ -200,14 +203,31 @@ export class AfterGuardsSetup {
 }
 
 /**
- * Whether Nest runs a global guard of the app's after `deciding` (the module's guard, or the
- * app's subclass it stands aside for): a static one after it, or any request-scoped one (run
- * after every static one). The guards of this package do not count.
+ * Whether Nest runs a global guard of the app's after the guard that decides: the module's
+ * guard `own`, or the app's `RateLimitGuard` subclass it stands aside for. False when the
+ * module's guard is not global.
  */
-function globalGuardsAfter(config: ApplicationConfig, deciding: RateLimitGuard): boolean {
+function appGuardsAfter(
+  config: ApplicationConfig,
+  discovery: DiscoveryService,
+  own: RateLimitGuard,
+): boolean {
+  return globalGuardsAfter(config, appGuardSubclass(discovery, own) ?? own);
+}
+
+/**
+ * Whether Nest runs a global guard of the app's after `deciding` (the module's guard, or the
+ * app's subclass it stands aside for; any position when undefined): a static one after it,
+ * or any request-scoped one (run after every static one). The guards of this package do not
+ * count.
+ */
+function globalGuardsAfter(
+  config: ApplicationConfig,
+  deciding: RateLimitGuard | undefined,
+): boolean {
   const guards = config.getGlobalGuards() as unknown[];
-  const at = guards.findIndex((guard) => sameGuard(guard, deciding));
-  if (at === -1) return false;
+  const at = deciding === undefined ? -1 : guards.findIndex((g) => sameGuard(g, deciding));
+  if (deciding !== undefined && at === -1) return false;
   if (guards.slice(at + 1).some((guard) => !isRateLimitGuard(guard))) return true;
   const scoped = (config.getGlobalRequestGuards?.() ?? []) as { metatype?: unknown }[];
   return scoped.some((wrapper) => !isRateLimitGuard(wrapper.metatype));
