@@ -16,7 +16,8 @@ export interface RateLimitQuota {
   readonly remaining: number;
   /**
    * **Seconds** until the quota is restored (`t`, `reset`, `*-Reset`; an `X-RateLimit-Reset`
-   * that is an epoch time in seconds, as GitHub sends it, is turned into seconds from now).
+   * that is an epoch time in seconds, as GitHub sends it, is turned into seconds from now, to
+   * the ms).
    */
   readonly resetSeconds: number;
   /** The quota of the policy (`q`, `RateLimit-Limit`, `X-RateLimit-Limit`), when sent. */

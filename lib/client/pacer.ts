@@ -5,7 +5,9 @@ export interface PacingOptions {
   /**
    * Start spacing requests when the tightest quota has this many units left or fewer (what
    * the client has sent since counts as spent). Default 0: a burst goes out at once while
-   * quota lasts, then requests leave one emission interval apart.
+   * quota lasts; then, from the reset on, requests leave one emission interval (w / q, plus 5%)
+   * apart, or, when the server states no window, one learns what is back and the rest wait
+   * for its answer.
    */
   lowWater?: number;
 }
