@@ -114,8 +114,11 @@ export class Pacer {
     const budget = () => maxMs - (this.now() - started);
     for (;;) {
       let p = this.partitions.get(partition);
-      const learnFrom = this.now();
+      // At most 2 s for each learner's answer (one at a time, several may come in turn).
+      let learner: Promise<void> | undefined;
+      let learnFrom = 0;
       while (p?.learning) {
+        if (p.learning !== learner) [learner, learnFrom] = [p.learning, this.now()];
         const left = Math.min(budget(), LEARN_WAIT_MS - (this.now() - learnFrom));
         if (left <= 0 || !(await settlesWithin(p.learning, left, signal))) break;
         p = this.partitions.get(partition);

@@ -282,6 +282,22 @@ describe('Pacer', () => {
     });
   });
 
+  it('waits at most 2 s for each answer, not 2 s in all, behind learners that answer in turn', async () => {
+    const pacer = new Pacer();
+    pacer.observe(await pacer.reserve('a', 60_000), fields({ 'retry-after': '1' }), true);
+    await jest.advanceTimersByTimeAsync(1000);
+    let learner = await pacer.reserve('a', 60_000);
+    const queued = [pacer.reserve('a', 60_000), pacer.reserve('a', 60_000)];
+    // Each learner answers 1.5 s after it left: the last of the queue leaves after 3 s.
+    for (const next of queued) {
+      await jest.advanceTimersByTimeAsync(1500);
+      expect(await settled(next)).toBe(false);
+      pacer.observe(learner, fields({}));
+      learner = await next;
+    }
+    expect(learner.waitedMs).toBe(3000);
+  });
+
   it('paces 5% wider than w / q: the sixth of a 5-per-1-s window no longer lands on its edge', async () => {
     const pacer = new Pacer();
     pacer.observe(
