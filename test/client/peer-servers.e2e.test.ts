@@ -53,6 +53,9 @@ describe('the cooperative client against a server that sends only Retry-After (5
     report(server, 'burst of 25', f);
     expect(f.gaveUp).toEqual([]);
     expect(f.delivered).toBe(25);
+    // The first burst meets the wall blind (20 refused); then one request at a time, about one
+    // refusal a window.
+    expect(f.refusals).toBeLessThanOrEqual(20 + 5);
   }, 60_000);
 
   it('delivers every request of 4 concurrent loops of 10', async () => {
@@ -60,5 +63,7 @@ describe('the cooperative client against a server that sends only Retry-After (5
     report(server, '4 loops of 10', f);
     expect(f.gaveUp).toEqual([]);
     expect(f.delivered).toBe(40);
+    // About one refusal a window of the 8 the limit needs, and the first loops' blind start.
+    expect(f.refusals).toBeLessThanOrEqual(15);
   }, 120_000);
 });
