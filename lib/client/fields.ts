@@ -16,7 +16,8 @@ export interface RateLimitQuota {
   readonly remaining: number;
   /**
    * **Seconds** until the quota is restored (`t`, `reset`, `*-Reset`; an `X-RateLimit-Reset`
-   * that is an epoch time in seconds, as GitHub sends it, is turned into seconds from now).
+   * that is an epoch time in seconds, as GitHub sends it, is turned into seconds from now, to
+   * the ms).
    */
   readonly resetSeconds: number;
   /** The quota of the policy (`q`, `RateLimit-Limit`, `X-RateLimit-Limit`), when sent. */
@@ -192,7 +193,8 @@ function separate(
   if (remaining === undefined) return undefined;
   let reset = nonNegative(headerValue(headers, `${prefix}-Reset`)) ?? 0;
   // Some APIs send the reset as an epoch time in seconds (GitHub); no window is 10 years long.
-  if (reset > 315_360_000) reset = Math.max(0, Math.ceil(reset - nowMs / 1000));
+  // The server rounded it up already: to the ms, not once more to a whole second.
+  if (reset > 315_360_000) reset = Math.max(0, Math.round(reset * 1000 - nowMs) / 1000);
   const limit = nonNegative(headerValue(headers, `${prefix}-Limit`));
   const policy = prefix === 'RateLimit' ? plainPolicy(headers, limit) : {};
   return [

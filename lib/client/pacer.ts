@@ -1,17 +1,29 @@
-import type { RateLimitFields } from './fields.js';
+import type { RateLimitFields, RateLimitQuota } from './fields.js';
 
 /** Pacing before the wall: spacing requests out when the server says little quota is left. */
 export interface PacingOptions {
   /**
    * Start spacing requests when the tightest quota has this many units left or fewer (what
    * the client has sent since counts as spent). Default 0: a burst goes out at once while
-   * quota lasts, then requests leave one emission interval apart.
+   * quota lasts; then, from the reset on, requests leave one emission interval (w / q, plus 5%)
+   * apart, or, when the server states no window, one learns what is back and the rest wait
+   * for its answer.
    */
   lowWater?: number;
 }
 
-/** How long a partition that reported no quota goes unpaced before a request learns again, ms. */
+/**
+ * How long a partition that reported no quota goes unpaced before a request learns again, ms;
+ * also how long after a refusal that said nothing of the quota requests go one at a time.
+ */
 const RELEARN_MS = 60_000;
+/** The wait before one request probes a quota reported spent with no reset, ms. */
+const PROBE_MS = 1000;
+/**
+ * Paced requests leave this much wider apart than the emission interval (w / q): exactly one
+ * interval apart, every (q + 1)th lands on the edge of the server's window and may be refused.
+ */
+const INTERVAL_MARGIN = 1.05;
 /** The longest a request waits for the first answer of a partition it knows nothing of, ms. */
 const LEARN_WAIT_MS = 2000;
 /** A request unanswered for this long no longer counts as in flight (its answer was lost), ms. */
@@ -22,10 +34,13 @@ const MAX_PARTITIONS = 1000;
 const MAX_TIMER_MS = 2_147_483_647;
 
 interface Partition {
+  readonly name: string;
   /** Quota left as last reported, less what was sent since; Infinity when none was reported. */
   remaining: number;
   /** When the quota is restored (or the partition is learnt again), ms on the client's clock. */
   resetAt: number;
+  /** Whether the server stated `resetAt` (else it is a re-learn or probe time of the client's). */
+  resetStated: boolean;
   /** The policy's emission interval (w / q), the least spacing once low, ms (0: unknown). */
   intervalMs: number;
   /** The earliest the next paced request may leave, ms. */
@@ -35,6 +50,13 @@ interface Partition {
   /** The first request's answer, while nothing is known: the others wait for it (bounded). */
   learning?: Promise<void>;
   learned?: () => void;
+  /**
+   * Until when an answer without quota fields lets only the next request go, ms: the server
+   * refused without saying what it allows, so what it allows is learnt one request at a time.
+   */
+  blindUntil: number;
+  /** The end of the window a fresh window's answer showed, to the ms (see freshWindowEnd). */
+  windowEnd?: number;
 }
 
 /** A reserved send; give it back to {@link Pacer.observe} with what came of it. */
@@ -81,32 +103,56 @@ export class Pacer {
    * Reserves a send in `partition`: resolves once the request may leave (at once unless the
    * quota is low). While nothing is known of a partition, the first request goes alone and the
    * others wait for its answer, at most 2 s, so a burst learns the quota before spending it.
+   * The same holds at each reset the client waits for when the server stated no window (no
+   * `w`): one request learns what is back, the others wait for its answer.
    * @param maxMs the longest this may wait, ms: a longer pacing wait is not started (the
    *   request goes at once), so pacing never spends a request's budget on a wait it cannot finish
    * @throws the signal's reason when it aborts a wait
    */
   async reserve(partition: string, maxMs: number, signal?: AbortSignal | null): Promise<Ticket> {
     const started = this.now();
-    let p = this.partitions.get(partition);
-    while (p?.learning) {
-      const left = Math.min(maxMs, LEARN_WAIT_MS) - (this.now() - started);
-      if (left <= 0 || !(await settlesWithin(p.learning, left, signal))) break;
-      p = this.partitions.get(partition);
+    const budget = () => maxMs - (this.now() - started);
+    for (;;) {
+      let p = this.partitions.get(partition);
+      // At most 2 s for each learner's answer (one at a time, several may come in turn).
+      let learner: Promise<void> | undefined;
+      let learnFrom = 0;
+      while (p?.learning) {
+        if (p.learning !== learner) [learner, learnFrom] = [p.learning, this.now()];
+        const left = Math.min(budget(), LEARN_WAIT_MS - (this.now() - learnFrom));
+        if (left <= 0 || !(await settlesWithin(p.learning, left, signal))) break;
+        p = this.partitions.get(partition);
+      }
+      const now = this.now();
+      const id = ++this.tickets;
+      // Past the reset, some quota is back, but how much only the server knows (the drafts: a
+      // client MUST NOT assume it is all restored): learn it again from one request.
+      if (!p || (now >= p.resetAt && !p.learning)) {
+        this.open(partition, p).inFlight.set(id, now);
+        return { partition, id, waitedMs: now - started };
+      }
+      // Most recently used last: the first in the map is the one to drop.
+      this.partitions.delete(partition);
+      this.partitions.set(partition, p);
+      if (p.remaining === 0 && p.intervalMs === 0 && p.resetAt - now <= budget()) {
+        // None left and no window stated, so no spacing is known: wait for the reset, where one
+        // request learns what is back and the others wait for its answer, not a herd.
+        await sleep(p.resetAt - now, signal);
+        continue;
+      }
+      return this.take(p, id, now, started, budget(), signal);
     }
-    const now = this.now();
-    p = this.partitions.get(partition);
-    // Past the reset, some quota is back, but how much only the server knows (the drafts: a
-    // client MUST NOT assume it is all restored): learn it again from one request.
-    if (p && now >= p.resetAt && !p.learning) p = undefined;
-    const id = ++this.tickets;
-    if (!p) {
-      p = this.open(partition);
-      p.inFlight.set(id, now);
-      return { partition, id, waitedMs: now - started };
-    }
-    // Most recently used last: the first in the map is the one to drop.
-    this.partitions.delete(partition);
-    this.partitions.set(partition, p);
+  }
+
+  /** Takes a unit of `p`'s quota for ticket `id`, waiting for it when it is low. */
+  private async take(
+    p: Partition,
+    id: number,
+    now: number,
+    started: number,
+    budget: number,
+    signal?: AbortSignal | null,
+  ): Promise<Ticket> {
     let wait = 0;
     const before = p.nextAt;
     if (p.remaining <= this.lowWater) {
@@ -115,7 +161,7 @@ export class Pacer {
       // never closer than the policy's emission interval.
       const sendAt =
         p.remaining === 0 ? Math.max(now, p.nextAt, p.resetAt) : Math.max(now, p.nextAt);
-      if (sendAt - now <= maxMs - (now - started)) {
+      if (sendAt - now <= budget) {
         wait = sendAt - now;
         const spread = p.remaining > 0 ? (p.resetAt - sendAt) / (p.remaining + 1) : 0;
         p.nextAt = sendAt + Math.max(p.intervalMs, spread);
@@ -124,6 +170,9 @@ export class Pacer {
     const queued = p.nextAt;
     const took = p.remaining > 0;
     if (took) p.remaining--;
+    // The last unit of a quota with no stated reset: probe soon rather than at the re-learn time.
+    if (took && p.remaining === 0 && !p.resetStated)
+      p.resetAt = Math.min(p.resetAt, now + PROBE_MS);
     p.inFlight.set(id, now);
     if (wait > 0) {
       try {
@@ -136,7 +185,7 @@ export class Pacer {
         throw error;
       }
     }
-    return { partition, id, waitedMs: this.now() - started };
+    return { partition: p.name, id, waitedMs: this.now() - started };
   }
 
   /**
@@ -146,29 +195,43 @@ export class Pacer {
    */
   observe(ticket: Ticket, fields: RateLimitFields | undefined, refused = false): void {
     const p = this.partitions.get(ticket.partition);
-    if (!p || !p.inFlight.delete(ticket.id)) return;
+    const sentAt = p?.inFlight.get(ticket.id);
+    if (!p || sentAt === undefined) return;
+    p.inFlight.delete(ticket.id);
     const now = this.now();
     const q = fields?.tightest;
     if (q !== undefined) {
       const reset = q.resetSeconds * 1000;
       p.remaining = Math.max(0, q.remaining - this.pending(p, now));
-      // No reset reported (0, or X-RateLimit-* without one): nothing to wait for, only to count.
-      p.resetAt = now + (reset > 0 ? reset : RELEARN_MS);
+      p.resetStated = reset > 0;
+      // No reset reported (0, or X-RateLimit-* without one): with some left, nothing to wait
+      // for, only to count; with none, a probe soon (a reset never stated is never waited for).
+      p.resetAt = now + (reset > 0 ? reset : p.remaining === 0 ? PROBE_MS : RELEARN_MS);
+      const windowEnd = reset > 0 ? freshWindowEnd(q, now, sentAt) : undefined;
+      if (windowEnd !== undefined && windowEnd < p.resetAt) p.windowEnd = windowEnd;
+      // The same window's reset, rounded up: keep it to the ms.
+      if (p.windowEnd !== undefined && p.resetAt >= p.windowEnd && p.resetAt < p.windowEnd + 1000) {
+        p.resetAt = p.windowEnd;
+      }
       p.intervalMs =
         q.limit !== undefined && q.limit > 0 && q.windowSeconds !== undefined
-          ? (q.windowSeconds * 1000) / q.limit
+          ? ((q.windowSeconds * 1000) / q.limit) * INTERVAL_MARGIN
           : 0;
     } else if (p.learning && (fields !== undefined || refused)) {
       // An answer without quota fields: nothing to pace by. Learn again in a while rather than
-      // hold every request behind the one before.
-      p.remaining = Infinity;
-      p.resetAt = now + RELEARN_MS;
+      // hold every request behind the one before; but after such a refusal, what the server
+      // allows is learnt one request at a time: the next goes now, the others wait for it.
+      p.remaining = now < p.blindUntil ? 0 : Infinity;
+      p.resetStated = false;
+      p.resetAt = now < p.blindUntil ? now : now + RELEARN_MS;
     }
     if (refused && fields?.retryAfterMs !== undefined) {
-      // Nothing leaves before the server said it may: later requests queue behind it.
+      // Nothing leaves before the server said it may: later requests queue behind it. A reset
+      // of the client's own (re-learn, probe) never outlasts the Retry-After.
       p.remaining = 0;
       p.nextAt = Math.max(p.nextAt, now + fields.retryAfterMs);
-      p.resetAt = Math.max(p.resetAt, p.nextAt);
+      p.resetAt = p.resetStated ? Math.max(p.resetAt, p.nextAt) : p.nextAt;
+      if (q === undefined) p.blindUntil = now + RELEARN_MS;
     }
     if (p.learning) {
       const learned = p.learned!;
@@ -185,17 +248,21 @@ export class Pacer {
     return p.inFlight.size;
   }
 
-  private open(partition: string): Partition {
+  /** A partition learning from one request; after `old`, keeping what outlasts a reset. */
+  private open(partition: string, old?: Partition): Partition {
     let learned!: () => void;
     const learning = new Promise<void>((resolve) => (learned = resolve));
     const p: Partition = {
+      name: partition,
       remaining: 0,
       resetAt: Infinity,
+      resetStated: false,
       intervalMs: 0,
       nextAt: 0,
       inFlight: new Map(),
       learning,
       learned,
+      blindUntil: old?.blindUntil ?? 0,
     };
     this.partitions.delete(partition);
     this.partitions.set(partition, p);
@@ -207,6 +274,23 @@ export class Pacer {
     }
     return p;
   }
+}
+
+/**
+ * The end of the window an answer shows begun, ms on the client's clock, or undefined. A reset
+ * in whole seconds may be up to 1 s late (an epoch `X-RateLimit-Reset` is rounded up by the
+ * server, and each window of 1 s would then cost 2): when no window is stated and the answer
+ * shows a fresh one (all but one left, as the first request after a reset sees), the window
+ * began between the send and the answer and is taken to last whole seconds. The end this
+ * gives stays within the rounding, so it is never more than 1 s early; a delta reset of a
+ * whole-second window gives its own end.
+ */
+function freshWindowEnd(q: RateLimitQuota, now: number, sentAt: number): number | undefined {
+  if (q.windowSeconds !== undefined || q.limit === undefined || q.remaining !== q.limit - 1) {
+    return undefined;
+  }
+  const windowMs = Math.floor((now + q.resetSeconds * 1000 - sentAt) / 1000) * 1000;
+  return windowMs > 0 ? now + windowMs : undefined;
 }
 
 /** Resolves after `ms` (any length); rejects with the signal's reason at once when it aborts. */

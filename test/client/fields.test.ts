@@ -72,6 +72,16 @@ describe('parseRateLimitFields', () => {
     ).toEqual([{ remaining: 0, resetSeconds: 1800 }]);
   });
 
+  it('reads an epoch X-RateLimit-Reset to the ms: 1.5 s away is 1.5 s, not rounded up again to 2', () => {
+    const epoch = String(NOW / 1000 + 2);
+    expect(
+      parseRateLimitFields(
+        { 'X-RateLimit-Limit': '5', 'X-RateLimit-Remaining': '0', 'X-RateLimit-Reset': epoch },
+        NOW + 500,
+      ).tightest,
+    ).toEqual({ remaining: 0, resetSeconds: 1.5, limit: 5 });
+  });
+
   it('prefers the structured fields to X-RateLimit-* beside them, and reads the latter when the former is malformed', () => {
     const legacy = {
       'X-RateLimit-Limit': '5',

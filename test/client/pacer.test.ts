@@ -36,12 +36,13 @@ describe('Pacer', () => {
     const burst = [pacer.reserve('a', 60_000), pacer.reserve('a', 60_000)];
     expect(await settled(Promise.all(burst))).toBe(true);
     // Quota spent (3 sent since the answer said 3): nothing is sure to be back before the reset
-    // (t=1), so the next leaves then, and the one after it an emission interval (200 ms) later.
+    // (t=1), so the next leaves then, and the one after it an emission interval (200 ms) and a
+    // 5% margin later.
     const paced = [pacer.reserve('a', 60_000), pacer.reserve('a', 60_000)];
     await jest.advanceTimersByTimeAsync(999);
     expect(await settled(paced[0]!)).toBe(false);
-    await jest.advanceTimersByTimeAsync(201);
-    expect((await Promise.all(paced)).map((t) => t.waitedMs)).toEqual([1000, 1200]);
+    await jest.advanceTimersByTimeAsync(211);
+    expect((await Promise.all(paced)).map((t) => t.waitedMs)).toEqual([1000, 1210]);
   });
 
   it('with none left in a fixed window, waits for its reset rather than an emission interval', async () => {
@@ -151,5 +152,162 @@ describe('Pacer', () => {
     const next = pacer.reserve('a', 60_000);
     await jest.advanceTimersByTimeAsync(1000);
     expect((await next).waitedMs).toBe(1000);
+  });
+
+  describe('without a stated window (X-RateLimit-* of @nestjs/throttler, express-rate-limit legacy headers, standard: false)', () => {
+    const spent = {
+      'x-ratelimit-limit': '5',
+      'x-ratelimit-remaining': '0',
+      'x-ratelimit-reset': '1',
+    };
+
+    it('releases one request at the reset and the others only on its answer, not a herd at the reset', async () => {
+      const pacer = new Pacer();
+      pacer.observe(await pacer.reserve('a', 60_000), fields(spent));
+      // The rest of a burst of 25, all waiting for the reset.
+      const waiting = Array.from({ length: 24 }, () => pacer.reserve('a', 60_000));
+      await jest.advanceTimersByTimeAsync(1000);
+      const released = [];
+      for (const w of waiting) if (await settled(w)) released.push(await w);
+      expect(released.map((t) => t.waitedMs)).toEqual([1000]);
+      // Its answer: 4 left of a fresh window, which the next 4 take at once.
+      await jest.advanceTimersByTimeAsync(5);
+      pacer.observe(released[0]!, fields({ ...spent, 'x-ratelimit-remaining': '4' }));
+      const next = [];
+      for (const w of waiting.slice(1)) if (await settled(w)) next.push(await w);
+      expect(next.map((t) => t.waitedMs)).toEqual([1005, 1005, 1005, 1005]);
+    });
+
+    it('waits the whole second a window takes after a fresh one, not a rounded-up epoch reset 2 s away', async () => {
+      jest.setSystemTime(1_800_000_000_005);
+      const pacer = new Pacer();
+      const first = await pacer.reserve('a', 60_000);
+      await jest.advanceTimersByTimeAsync(5);
+      // A 1 s window begun between the send and the answer (5 ms later), its end rounded up by
+      // the server to the next epoch second, 1.99 s away.
+      const epoch = String(1_800_000_002);
+      const legacy = (remaining: number) =>
+        fields({
+          'x-ratelimit-limit': '5',
+          'x-ratelimit-remaining': String(remaining),
+          'x-ratelimit-reset': epoch,
+        });
+      pacer.observe(first, legacy(4));
+      const burst = Array.from({ length: 4 }, () => pacer.reserve('a', 60_000));
+      const tickets = await Promise.all(burst);
+      // The later answers of the same window report the same rounded reset: the end stays.
+      for (const [i, t] of tickets.entries()) pacer.observe(t, legacy(3 - i));
+      const next = pacer.reserve('a', 60_000);
+      await jest.advanceTimersByTimeAsync(999);
+      expect(await settled(next)).toBe(false);
+      await jest.advanceTimersByTimeAsync(1);
+      expect((await next).waitedMs).toBe(1000);
+    });
+
+    it('with none left and no reset, probes after 1 s, not 60 s; never past its own budget', async () => {
+      const pacer = new Pacer();
+      pacer.observe(
+        await pacer.reserve('a', 60_000),
+        fields({ 'x-ratelimit-limit': '5', 'x-ratelimit-remaining': '0' }),
+      );
+      expect((await pacer.reserve('a', 500)).waitedMs).toBe(0);
+      const probe = pacer.reserve('a', 60_000);
+      await jest.advanceTimersByTimeAsync(999);
+      expect(await settled(probe)).toBe(false);
+      await jest.advanceTimersByTimeAsync(1);
+      expect((await probe).waitedMs).toBe(1000);
+    });
+
+    it('with no reset, probes 1 s after the last unit was taken rather than at the re-learn time', async () => {
+      const pacer = new Pacer();
+      pacer.observe(
+        await pacer.reserve('a', 60_000),
+        fields({ 'x-ratelimit-limit': '5', 'x-ratelimit-remaining': '2' }),
+      );
+      const two = [pacer.reserve('a', 60_000), pacer.reserve('a', 60_000)];
+      expect((await Promise.all(two)).map((t) => t.waitedMs)).toEqual([0, 0]);
+      const third = pacer.reserve('a', 60_000);
+      await jest.advanceTimersByTimeAsync(1000);
+      expect((await third).waitedMs).toBe(1000);
+    });
+  });
+
+  describe('on a server that sends only Retry-After', () => {
+    const refusal = () => fields({ 'retry-after': '1' });
+    const ok = () => fields({});
+
+    it('a 1 s Retry-After holds the retry 1 s, not 60 s, and a fresh request 3 s later goes at once', async () => {
+      const pacer = new Pacer();
+      pacer.observe(await pacer.reserve('a', 60_000), refusal(), true);
+      const retried = pacer.reserve('a', 60_000);
+      await jest.advanceTimersByTimeAsync(999);
+      expect(await settled(retried)).toBe(false);
+      await jest.advanceTimersByTimeAsync(1);
+      const ticket = await retried;
+      expect(ticket.waitedMs).toBe(1000);
+      pacer.observe(ticket, ok());
+      await jest.advanceTimersByTimeAsync(3000);
+      expect((await pacer.reserve('a', 60_000)).waitedMs).toBe(0);
+    });
+
+    it('a 1 s Retry-After after an answer without fields holds 1 s, not the 60 s re-learn time', async () => {
+      const pacer = new Pacer();
+      pacer.observe(await pacer.reserve('a', 60_000), ok());
+      pacer.observe(await pacer.reserve('a', 60_000), refusal(), true);
+      const next = pacer.reserve('a', 60_000);
+      await jest.advanceTimersByTimeAsync(1000);
+      expect((await next).waitedMs).toBe(1000);
+    });
+
+    it('after such a refusal, sends one request at a time for 60 s: each waits for the answer before it', async () => {
+      const pacer = new Pacer();
+      pacer.observe(await pacer.reserve('a', 60_000), refusal(), true);
+      await jest.advanceTimersByTimeAsync(1000);
+      const first = await pacer.reserve('a', 60_000);
+      const second = pacer.reserve('a', 60_000);
+      const third = pacer.reserve('a', 60_000);
+      await jest.advanceTimersByTimeAsync(3);
+      expect(await settled(second)).toBe(false);
+      pacer.observe(first, ok());
+      expect((await second).waitedMs).toBe(3);
+      expect(await settled(third)).toBe(false);
+      pacer.observe(await second, ok());
+      expect((await third).waitedMs).toBe(3);
+      pacer.observe(await third, ok());
+      // 60 s without a refusal: a burst goes at once again once one answer is in.
+      await jest.advanceTimersByTimeAsync(60_000);
+      pacer.observe(await pacer.reserve('a', 60_000), ok());
+      const burst = [pacer.reserve('a', 60_000), pacer.reserve('a', 60_000)];
+      expect((await Promise.all(burst)).map((t) => t.waitedMs)).toEqual([0, 0]);
+    });
+  });
+
+  it('waits at most 2 s for each answer, not 2 s in all, behind learners that answer in turn', async () => {
+    const pacer = new Pacer();
+    pacer.observe(await pacer.reserve('a', 60_000), fields({ 'retry-after': '1' }), true);
+    await jest.advanceTimersByTimeAsync(1000);
+    let learner = await pacer.reserve('a', 60_000);
+    const queued = [pacer.reserve('a', 60_000), pacer.reserve('a', 60_000)];
+    // Each learner answers 1.5 s after it left: the last of the queue leaves after 3 s.
+    for (const next of queued) {
+      await jest.advanceTimersByTimeAsync(1500);
+      expect(await settled(next)).toBe(false);
+      pacer.observe(learner, fields({}));
+      learner = await next;
+    }
+    expect(learner.waitedMs).toBe(3000);
+  });
+
+  it('paces 5% wider than w / q: the sixth of a 5-per-1-s window no longer lands on its edge', async () => {
+    const pacer = new Pacer();
+    pacer.observe(
+      await pacer.reserve('a', 60_000),
+      fields({ ratelimit: '"q";r=0;t=1', 'ratelimit-policy': '"q";q=5;w=1' }),
+    );
+    const paced = Array.from({ length: 6 }, () => pacer.reserve('a', 60_000));
+    await jest.advanceTimersByTimeAsync(2050);
+    expect((await Promise.all(paced)).map((t) => t.waitedMs)).toEqual([
+      1000, 1210, 1420, 1630, 1840, 2050,
+    ]);
   });
 });

@@ -1,0 +1,53 @@
+/**
+ * The cooperative client against this module under every `headers.standard` (and `false`:
+ * `X-RateLimit-*` alone, which carry no window), 5 per 1 s: a burst of 25, and 4 concurrent
+ * loops of 10: every request delivered within its attempts, at most 3 server-sent 429s, within
+ * 1.5× the least time the limit needs, plus 1 s.
+ */
+import 'reflect-metadata';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { Controller, Get } from '@nestjs/common';
+import { keys, RateLimit, STANDARD_DRAFTS, type StandardDraft } from '../../lib/index.js';
+import { createApp, type AppHandle } from '../e2e/support/app.js';
+import { boundMs, burst, loops, report } from './support/workload.js';
+
+@Controller('limited')
+class LimitedController {
+  @Get()
+  @RateLimit('5/s', { key: keys.header('x-client') })
+  get() {
+    return { ok: true };
+  }
+}
+
+const STANDARDS: (StandardDraft | false)[] = [...STANDARD_DRAFTS, false];
+
+describe.each(STANDARDS)(
+  'the cooperative client against this module, headers.standard %s',
+  (standard) => {
+    let h: AppHandle;
+    const server = `nest-rate-limit standard ${String(standard)}`;
+    beforeAll(async () => {
+      h = await createApp('express', { headers: { standard } }, [LimitedController]);
+    });
+    afterAll(() => h?.close());
+
+    it('delivers a burst of 25 with at most 3 refusals, within 1.5× the least time plus 1 s', async () => {
+      const f = await burst(h.url);
+      report(server, 'burst of 25', f);
+      expect(f.gaveUp).toEqual([]);
+      expect(f.delivered).toBe(25);
+      expect(f.refusals).toBeLessThanOrEqual(3);
+      expect(f.elapsedMs).toBeLessThanOrEqual(boundMs(25));
+    }, 30_000);
+
+    it('delivers 4 concurrent loops of 10 with at most 3 refusals, within 1.5× the least time plus 1 s', async () => {
+      const f = await loops(h.url);
+      report(server, '4 loops of 10', f);
+      expect(f.gaveUp).toEqual([]);
+      expect(f.delivered).toBe(40);
+      expect(f.refusals).toBeLessThanOrEqual(3);
+      expect(f.elapsedMs).toBeLessThanOrEqual(boundMs(40));
+    }, 30_000);
+  },
+);
