@@ -1,6 +1,6 @@
 /**
- * `nest-rate-limit/client`: the cooperative client (DESIGN §13). No Nest, Redis or Node-only
- * import: it runs on Node's `fetch` and in browsers. The Axios interceptor is
+ * `nest-rate-limit/client`: the cooperative client (see docs/guides/client.md). No Nest, Redis
+ * or Node-only import: it runs on Node's `fetch` and in browsers. The Axios interceptor is
  * `nest-rate-limit/client/axios` (it imports Axios).
  */
 export {

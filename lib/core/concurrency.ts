@@ -4,7 +4,7 @@ import { quote, RateLimitConfigError } from './errors.js';
 import type { Lease, StoreOutcome, StorePolicy } from './stores/store.js';
 
 /**
- * Concurrency limits (issue 15): at most `concurrent` requests of one identity in flight.
+ * Concurrency limits: at most `concurrent` requests of one identity in flight.
  * A request takes a slot when it is admitted and gives it back when it ends; a slot whose
  * holder never gives it back (the process died) expires after its **lease** (`leaseMs`).
  *

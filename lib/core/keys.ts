@@ -11,8 +11,8 @@ const PREFIX_PATTERN = /^[A-Za-z0-9_.:-]{1,64}$/;
  *
  * Identities longer than 64 characters, or with characters outside printable ASCII, or
  * with `{` / `}`, are replaced by `h:` + the first 22 characters of base64url(SHA-256)
- * (DESIGN §5; hashed as UTF-16LE code units). So are identities that already start with `h:`, so that no chosen
- * identity can land in another one's bucket.
+ * (hashed as UTF-16LE code units). So are identities that already start with `h:`, so that no
+ * chosen identity can land in another one's bucket.
  */
 export function identityTag(identity: string): string {
   if (PLAIN_IDENTITY.test(identity) && !identity.startsWith('h:')) return identity;
@@ -28,7 +28,7 @@ export function identityKeyPrefix(prefix: string, identity: string): string {
 
 /**
  * The state key of one policy: `<prefix>:{<identityTag>}:<scope>:<policy>:<algorithmTag>`
- * (DESIGN §5, with the algorithm's tag in the place of the optional suffix).
+ * (see docs/guides/redis-in-production.md for the layout).
  */
 export function policyKey(
   prefix: string,

@@ -18,7 +18,7 @@ export interface Spending {
 /** Options of `RateLimiter`. */
 export interface RateLimiterOptions {
   store: RateLimitStore;
-  /** First part of every key (DESIGN §5). Default `'rl'`. */
+  /** First part of every key: `<prefix>:{<identity>}:<scope>:<policy>:…`. Default `'rl'`. */
   prefix?: string;
   /**
    * Longest wait for one store call while the store answers nothing, in **ms** (default 100).
@@ -66,7 +66,7 @@ export interface LimitEntry {
 export interface ConsumeOptions {
   /** Units to spend under every policy that sets no `cost` of its own: an integer >= 0. Default 1. */
   cost?: number;
-  /** Scope for policies that name none (DESIGN §5). Default `'global'`. */
+  /** Scope for policies that name none: one scope, one budget per identity. Default `'global'`. */
   scope?: string;
   /** `false` to ask the store even when the deny cache knows the answer (shadow policies). */
   denyCache?: boolean;

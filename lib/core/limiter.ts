@@ -104,7 +104,7 @@ export class RateLimiter {
    * Spends `cost` under every policy, all-or-nothing, in one store call.
    *
    * @param identity who is limited, e.g. `user:42` or `ip:203.0.113.7` (hashed into the
-   *   key when long or unusual, DESIGN §5)
+   *   key when longer than 64 characters or not plain printable ASCII)
    * @throws {RateLimitConfigError} for an invalid policy, cost or scope, or two policies
    *   with the same scope and name
    * @throws {RateLimitBackendError} when the store fails, exceeds `timeoutMs`, or the

@@ -9,13 +9,13 @@ export const RELEASE_RETRY_MS = 1000;
 /**
  * The most leases one retry call carries: each call is bounded by `timeoutMs`, so thousands
  * kept during an outage go as many small calls at once, and one slow call keeps only its own
- * (review M5: one call for 5,000 leases timed out as a whole, and again every second).
+ * (one call for 5,000 leases timed out as a whole, and again every second).
  */
 export const RELEASE_RETRY_BATCH = 100;
 
 /**
  * Releases that did not reach the store (it was down, or did not answer in time), kept by
- * lease id and sent again until it answers (issue 22, finding 4): a slot given back while
+ * lease id and sent again until it answers: a slot given back while
  * the store was unreachable is freed once it is back, not after its lease. A lease is dropped
  * once it would have expired anyway (its `leaseMs` after it was taken, on `clock`), and the
  * ones that expire first when more than `max` are kept. A retry is idempotent: giving a lease

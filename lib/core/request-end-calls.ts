@@ -62,7 +62,7 @@ export function refundCall(
 }
 
 /**
- * See `RateLimiter.release`: never through the circuit breaker (issue 22). A release is what
+ * See `RateLimiter.release`: never through the circuit breaker. A release is what
  * lets the next request in, and a breaker opened by other calls says nothing of whether this
  * one would land: it goes to the store, bounded by `timeoutMs`, and a failure is kept for a
  * retry by the caller. Nor does its failure count toward opening the breaker.

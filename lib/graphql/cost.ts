@@ -1,5 +1,5 @@
 /**
- * GraphQL operation cost (DESIGN §14): what an operation may cost before it runs, and what it
+ * GraphQL operation cost: what an operation may cost before it runs, and what it
  * did cost after, from the IBM GraphQL Cost Directive weights (`@cost`, `@listSize`, or their
  * code-first twins) with defaults that keep an unannotated schema safe. Pure: no Nest, no
  * Redis, and the app's own `graphql` module is passed in as `runtime`.

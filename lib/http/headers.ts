@@ -17,7 +17,7 @@ const LEGACY_FIELDS: QuotaFieldNames = [
 export { cachedPolicyItems, draft10Headers, type StandardDraft } from './header-drafts.js';
 export { toSeconds, type HeaderPolicy } from './header-values.js';
 
-/** Which headers to send (DESIGN §7). */
+/** Which headers to send (see docs/reference/http-contract.md). */
 export interface HeaderOptions {
   /** `X-RateLimit-Limit`, `-Remaining`, `-Reset`. Default true. */
   legacy?: boolean;

@@ -3,7 +3,8 @@ import { quote, RateLimitConfigError } from '../core/errors.js';
 import { clientIp, normalizeIp, type IpOptions, type RequestLike } from './ip.js';
 
 /**
- * Identity builders over a plain request (DESIGN §5); the Nest `keys` wrap them.
+ * Identity builders over a plain request (see docs/guides/identities-and-proxies.md); the Nest
+ * `keys` wrap them.
  * Each returns undefined when the request does not carry what it keys on.
  */
 

@@ -1,5 +1,6 @@
 // `nest-rate-limit/throttler`: the public API of @nestjs/throttler 6.7, on this package's
-// engine. Change the import path; the rest of your code stays (see the README, "Migration").
+// engine. Change the import path; the rest of your code stays (see
+// docs/guides/migrating-from-throttler.md).
 export * from './options.js';
 export { ThrottlerStorage, type ThrottlerStorageRecord } from './storage.js';
 export {

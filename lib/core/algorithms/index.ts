@@ -34,7 +34,7 @@ export interface Evaluation {
 }
 
 /**
- * Decides stacked policies all-or-nothing (DESIGN §4): admitted only if every policy
+ * Decides stacked policies all-or-nothing: admitted only if every policy
  * admits. On a denial nothing is spent, so the policies that would have admitted are
  * reported as they stand (evaluated again at cost 0) and carry no new state.
  * The Lua script in `stores/redis-script.ts` commits by the same rule.

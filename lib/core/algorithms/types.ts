@@ -5,7 +5,7 @@
  */
 
 /**
- * The four algorithms (DESIGN §4).
+ * The four algorithms (see docs/reference/policies-and-algorithms.md).
  * - `fixed-window`: a counter per window; the window starts at the identity's first
  *   admitted request and lasts one period.
  * - `sliding-window`: the weighted sum of the current and the previous epoch-aligned window.

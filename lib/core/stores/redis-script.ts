@@ -6,7 +6,7 @@ import { LEASE_LUA } from './redis-lease-script.js';
 
 /**
  * One script for every request: all policies of the request, any mix of algorithms,
- * decided and committed atomically, all-or-nothing (DESIGN §4).
+ * decided and committed atomically, all-or-nothing: if one denies, none is spent.
  *
  * KEYS[i]: policy i's state key (all keys of a call share one hash tag). For a policy whose
  * algorithm code is negative, the script also reads its identity's control hash

@@ -35,7 +35,7 @@ const BLOCK_FLAGS = ['b', 'B', 'r', 'R'] as const;
 
 /**
  * Rate-limit state in Redis: one Lua script call per request evaluates every policy of
- * the request atomically (DESIGN §4). Time comes from the Redis server clock, so
+ * the request atomically, all-or-nothing. Time comes from the Redis server clock, so
  * instances with skewed clocks still agree.
  *
  * The script is sent by EVALSHA; only when Redis answers `NOSCRIPT` (after a restart,
@@ -201,7 +201,7 @@ export class RedisStore implements RateLimitStore {
   /**
    * One script call per identity (hash tag), all sent at once (see RELEASE_SCRIPT): the
    * releases kept during an outage span many identities, and one after the other they took a
-   * round trip each within one `timeoutMs` (issue 22 review: 100 identities, 35 ms locally).
+   * round trip each within one `timeoutMs` (100 identities took 35 ms locally).
    */
   async release(leases: readonly Lease[]): Promise<number> {
     const freed = await Promise.all(

@@ -92,7 +92,8 @@ export interface Lease {
 
 /**
  * Where rate-limit state lives. Implement it to bring another backend (e.g. another
- * Redis client); the semantics are DESIGN §4, and `test/conformance` checks them.
+ * Redis client); docs/reference/policies-and-algorithms.md gives the semantics, and
+ * `test/conformance` checks them.
  */
 export interface RateLimitStore {
   /**

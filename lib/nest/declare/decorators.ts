@@ -30,7 +30,8 @@ export {
 
 /**
  * Limits a controller (every handler) or one handler. Several stack by `name`; the
- * handler's beat the controller's, which beat the module `default` (DESIGN §6).
+ * handler's beat the controller's, which beat the module `default` (see
+ * docs/reference/decorators.md).
  *
  * @param rate `'100/m'`, `{ limit, periodMs }`, or a function of the request (see {@link byTier})
  * @throws {RateLimitConfigError} when the class is defined, for a bad rate, algorithm,

@@ -41,7 +41,10 @@ export function needsUser(fn: object): boolean {
   return !userless.has(fn);
 }
 
-/** Built-in identities (DESIGN §5), on every transport that has what they read. */
+/**
+ * Built-in identities, on every transport that has what they read (see
+ * docs/guides/identities-and-proxies.md).
+ */
 export const keys = {
   /**
    * Marks your key, rate or cost function (or `byTier`'s plan function) as one that reads no

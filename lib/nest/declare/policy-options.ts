@@ -68,8 +68,8 @@ export interface RateLimitOptions {
   failed?: (status: number) => boolean;
   /**
    * On an HTTP route with guards of its own, where this policy's key needs the user: the
-   * burst of the address budget that requests the guards refuse spend (see "Per-user limits
-   * behind your auth guard" in the README). That budget is a token bucket at this policy's
+   * burst of the address budget that requests the guards refuse spend (see
+   * docs/guides/identities-and-proxies.md). That budget is a token bucket at this policy's
    * rate holding `max(burst, addressBurst)` units: this many requests of one address may
    * wait on the guards at once, and a guesser whose requests they all refuse gets this many,
    * then this policy's rate. An integer >= 1. Default: the module's `addressBurst`, else 20.

@@ -42,7 +42,7 @@ interface ApolloListener {
 }
 
 /**
- * GraphQL operation cost on Apollo Server (DESIGN §14), registered by `RateLimitModule` when
+ * GraphQL operation cost on Apollo Server, registered by `RateLimitModule` when
  * the module has a `graphql` option: once an operation is validated and before any resolver
  * runs, its requested cost is checked against `maxCost` and charged to the budget (a refusal
  * is the response: 400, 429 or 503 with the error and the rate-limit headers); once it has

@@ -59,7 +59,7 @@ function operationNameOf(context: Obj): string | undefined {
 }
 
 /**
- * GraphQL operation cost on Mercurius (DESIGN §14): `preExecution` checks the operation
+ * GraphQL operation cost on Mercurius: `preExecution` checks the operation
  * limits, computes the requested cost and charges the budget before any resolver runs, for
  * HTTP and for queries and mutations over its WebSocket (`fullWsTransport`) alike; a refusal
  * is thrown (Mercurius answers it with its status: 400, 429 or 503); `onResolution` gives back

@@ -53,7 +53,7 @@ export interface Charge {
 export type { OperationRefusal } from './refusals.js';
 
 /**
- * GraphQL operation cost (DESIGN §14), for any server: `charge` before execution (requested
+ * GraphQL operation cost, for any server: `charge` before execution (requested
  * cost, `maxCost`, the points budget, all-or-nothing, through the same stages as a route),
  * `settle` after it (actual cost, the refund of what was not used, `extensions.cost`). The
  * Apollo plugin and the Mercurius hooks (`apollo-plugin.ts`, `mercurius-hooks.ts`) call them.

@@ -18,10 +18,11 @@ export type GraphQLCostBudget = Omit<
 };
 
 /**
- * GraphQL operation cost (DESIGN §14), the module's `graphql` option. The cost of each
- * operation is computed from its document before any resolver runs, with the weights of the
- * IBM GraphQL Cost Directive specification (`@cost`, `@listSize`, or `Cost`/`ListSize` from
- * `nest-rate-limit/graphql` in code-first); see `lib/graphql/cost.ts` for the defaults.
+ * GraphQL operation cost, the module's `graphql` option. The cost of each operation is
+ * computed from its document before any resolver runs, with the weights of the IBM GraphQL
+ * Cost Directive specification (`@cost`, `@listSize`, or `Cost`/`ListSize` from
+ * `nest-rate-limit/graphql` in code-first); see `lib/graphql/cost.ts` for the defaults, and
+ * docs/guides/graphql.md.
  */
 export interface GraphQLCostOptions extends CostOptions {
   /**

@@ -5,7 +5,7 @@ import { RateLimitSettleInterceptor } from '../pipeline/settle.interceptor.js';
 
 /**
  * Puts `RateLimitSettleInterceptor` first among a class's own interceptors when a handler of
- * the class carries it (issue 22): Nest runs a class's interceptors before its handlers', and
+ * the class carries it: Nest runs a class's interceptors before its handlers', and
  * one of them that throws would end the call before ours ran, its concurrency slots held
  * until their lease (on WebSockets and the other handler-bound transports nothing else tells
  * that the call ended). Ours then runs for the class's other handlers too, passing them

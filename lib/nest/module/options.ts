@@ -24,7 +24,10 @@ export type DefaultPolicy = RateInput | RateFn | DefaultPolicyOptions;
 
 export type { StoreFailureMode };
 
-/** Options of `RateLimitModule.forRoot` (DESIGN §6). Durations in **ms**. */
+/**
+ * Options of `RateLimitModule.forRoot` (see docs/reference/module-options.md). Durations in
+ * **ms**.
+ */
 export interface RateLimitModuleOptions {
   /**
    * Where state lives: a Redis URL, ioredis options (Sentinel too), or a `Redis` /
@@ -168,10 +171,11 @@ export interface RateLimitModuleOptions {
    */
   enabled?: boolean | (() => boolean | Promise<boolean>);
   /**
-   * GraphQL operation cost (DESIGN §14): each operation's cost computed from its document
-   * before any resolver runs, `maxCost`, a points `budget` charged once per operation and
-   * refunded down to its actual cost, `extensions.cost` in responses. Needs `graphql`
-   * (installed with `@nestjs/graphql`), on Apollo or Mercurius. See {@link GraphQLCostOptions}.
+   * GraphQL operation cost: each operation's cost computed from its document before any
+   * resolver runs, `maxCost`, a points `budget` charged once per operation and refunded down
+   * to its actual cost, `extensions.cost` in responses. Needs `graphql` (installed with
+   * `@nestjs/graphql`), on Apollo or Mercurius. See {@link GraphQLCostOptions} and
+   * docs/guides/graphql.md.
    */
   graphql?: GraphQLCostOptions;
   /**

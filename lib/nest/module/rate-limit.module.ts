@@ -35,7 +35,7 @@ import { RESOURCES, Shutdown } from './lifecycle.js';
 
 /**
  * Rate limiting for a Nest app: a store, a global guard and a global interceptor
- * (DESIGN §6). Import it once, in the root module.
+ * (see docs/reference/module-options.md). Import it once, in the root module.
  *
  * ```ts
  * RateLimitModule.forRoot({ redis: process.env.REDIS_URL, default: '1000/h' })

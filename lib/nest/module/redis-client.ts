@@ -22,7 +22,7 @@ export async function connect(
     enableOfflineQueue: false,
     autoResendUnfulfilledCommands: false,
     maxRetriesPerRequest: 0,
-    // Off (issue 23): below saturation almost every batch is one command, and ioredis's
+    // Off: below saturation almost every batch is one command, and ioredis's
     // auto-pipelining builds a Pipeline and waits a turn for each: at a fixed 5,000 req/s the
     // empty-script floor cost +62.7 µs of CPU per request with it, +22.0 without, and the same
     // at saturation (bench/floor.ts, FLOOR_CLIENTS).

@@ -29,7 +29,7 @@ const MAX_HASHED_LENGTH = 128;
 
 /**
  * The stable names of the log events, each written as one line: the name, a space, then
- * a JSON object of fields. The README lists the fields of each.
+ * a JSON object of fields. docs/guides/observability.md lists the fields of each.
  */
 export const RATE_LIMIT_EVENTS = {
   /** A request refused with 429; throttled per (route, identity). */
@@ -100,7 +100,7 @@ function isBackendError(error: unknown): error is RateLimitBackendError {
 /**
  * An identity as the throttle remembers it: as it is up to 64 characters, else its hash, so
  * the 10,000 remembered pairs are bounded in bytes too, whatever a key function returns
- * (issue 22: 3,000 identities of 90 KB took the heap from 18 to 291 MB).
+ * (unbounded, 3,000 identities of 90 KB took the heap from 18 to 291 MB).
  */
 function throttleKey(identity: string): string {
   return identity.length <= 64 ? identity : `#${hashIdentity(identity)}`;

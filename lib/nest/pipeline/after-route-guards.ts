@@ -2,7 +2,7 @@ import type { CanActivate, ExecutionContext } from '@nestjs/common';
 import { NEST_METADATA } from '../declare/metadata.js';
 
 /**
- * Per-user limits behind a route's own authentication guard (DESIGN §6).
+ * Per-user limits behind a route's own authentication guard.
  *
  * Nest runs global guards first, so the module's guard meets `@UseGuards(AuthGuard('jwt'))`
  * routes before any user is known. On such routes it decides only the policies whose key

@@ -3,7 +3,7 @@ import { ProblemDetailsFilter, RateLimitProblemException } from '../transports/p
 import { markDecidedFor } from './outcome.js';
 
 /**
- * `@ConcurrencyLimit(n, { includeUpload: true })` (issue 22, finding 3): the route's call is
+ * `@ConcurrencyLimit(n, { includeUpload: true })`: the route's call is
  * decided as its request arrives, before its body is read, so that a slow upload holds its
  * slot too. The module's guard runs then, on a context built like Nest's, and stores its
  * outcome on the request: when Nest's own guard meets the call later, it finds it decided

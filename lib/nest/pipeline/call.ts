@@ -37,7 +37,7 @@ export type Decide = (
 
 /**
  * Everything about a route that does not depend on the request, compiled once per handler
- * at bootstrap (DESIGN §12).
+ * at bootstrap (see docs/reference/request-lifecycle.md).
  */
 export interface RoutePlan {
   /** `Controller.handler`, for logs. */

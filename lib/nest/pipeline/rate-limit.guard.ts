@@ -32,7 +32,8 @@ const NOTHING_TO_DECIDE: Promise<RequestOutcome> = Promise.resolve(NO_LIMIT);
 const ADMIT = Promise.resolve(true);
 
 /**
- * Decides each call of a limited handler against its route's plan (DESIGN §12): gate →
+ * Decides each call of a limited handler against its route's plan (see
+ * docs/reference/request-lifecycle.md): gate →
  * identify → the plan's stages (one store call) → deliver, and on routes with guards of their
  * own the deferral. Stores the outcome on the call's carrier (the HTTP request), sends the
  * rate-limit headers, and refuses through the call's transport: on HTTP with 429 (or 503 for

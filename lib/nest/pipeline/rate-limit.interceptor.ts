@@ -9,7 +9,8 @@ import { storedOutcome } from './outcome.js';
 import { adapterOf } from '../transports/registry.js';
 
 /**
- * Writes the informational rate-limit headers (DESIGN §7) again before the handler runs.
+ * Writes the informational rate-limit headers (see docs/reference/http-contract.md) again
+ * before the handler runs.
  * Not needed: {@link RateLimitGuard} writes them before any later guard or the handler,
  * and the module no longer registers this globally (it cost an RxJS pipeline per
  * request). Kept for applications that list it in `@UseInterceptors`; it does no harm.

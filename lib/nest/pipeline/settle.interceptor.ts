@@ -30,7 +30,7 @@ function streamedBody(value: unknown): boolean {
 }
 
 /**
- * Ends a guarded call with its handler (issue 22). Concurrency slots: claimed when the
+ * Ends a guarded call with its handler. Concurrency slots: claimed when the
  * handler starts, given back when its result settles (its promise, or its observable
  * completes or errors), and that result passed on only once the release has reached the
  * store, so the response (or the exception filter's) is written after it; values pass at

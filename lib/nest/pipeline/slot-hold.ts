@@ -2,9 +2,9 @@ import type { ExecutionContext } from '@nestjs/common';
 import type { Transport } from '../transports/transport.js';
 
 /**
- * The concurrency slots one call holds, from the guard's decision to the end of its handler
- * (issue 22, findings 3 and 4). A slot bounds the work of a handler, so it is held while the
- * handler runs whatever the client does (an abort, a reset HTTP/2 stream), and given back
+ * The concurrency slots one call holds, from the guard's decision to the end of its handler.
+ * A slot bounds the work of a handler, so it is held while the handler runs whatever the
+ * client does (an abort, a reset HTTP/2 stream), and given back
  * before the response is written: `RateLimitSettleInterceptor` claims the hold when the
  * handler starts and passes its result on only once the release has reached the store.
  *

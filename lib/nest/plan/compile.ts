@@ -12,8 +12,9 @@ const ADMITTED: Promise<RequestOutcome> = Promise.resolve(NO_LIMIT);
 const NOTHING: Decide = () => ADMITTED;
 
 /**
- * Compiles a route's plan (DESIGN §12): for each step, the stages it runs and what they
- * answer without the store, chosen once, here, and not on every request.
+ * Compiles a route's plan: for each step, the stages it runs and what they answer without
+ * the store, chosen once, here, and not on every request (the stages are drawn in
+ * docs/reference/request-lifecycle.md).
  */
 export function compile(route: Route, engine: Engine): RoutePlan {
   const { decide, stages } = compileStep(route, engine);

@@ -12,8 +12,8 @@ const known = new WeakMap<Function, WeakMap<Function, boolean>>();
 /**
  * Whether the handler writes the response itself: it takes `@Res()` / `@Response()` (or
  * `@Next()`) without `passthrough`, so Nest sends nothing when it returns, and the response
- * ends whenever the handler's code gets to it (issue 22: its concurrency slots are held until
- * then). Read once per route from the parameter decorators' metadata.
+ * ends whenever the handler's code gets to it (its concurrency slots are held until then).
+ * Read once per route from the parameter decorators' metadata.
  */
 export function ownsResponse(type: Function, handler: Function): boolean {
   let byHandler = known.get(type);

@@ -9,7 +9,7 @@ import {
 } from '../../http/responses.js';
 
 /**
- * A refusal as the pipeline decides it, before any transport renders it (DESIGN §12): each
+ * A refusal as the pipeline decides it, before any transport renders it: each
  * transport's `refuse` formats it its own way (an HTTP body or RFC 9457 problem, a GraphQL
  * error, a `WsException`, an `RpcException`). Made by {@link refusalOf}.
  */

@@ -11,7 +11,7 @@ export interface DecidedHeaders {
 }
 
 /**
- * One Nest transport as the guard meets it (DESIGN §9): where the request and the user come
+ * One Nest transport as the guard meets it: where the request and the user come
  * from, what one counted call is, where the headers go, and how a refusal is raised. One
  * object per transport, in its own file beside this one, listed in `registry.ts`; only
  * the guard and its deliver stage call one.
