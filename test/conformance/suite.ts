@@ -328,7 +328,7 @@ export function conformanceSuite(makeKind: () => StoreKind): void {
     });
   });
 
-  describe('regressions', () => {
+  describe('edge cases: clocks that step back, lowered limits, key TTLs', () => {
     it.each(['token-bucket', 'gcra'] as const)(
       '%s: a clock that steps back refills nothing twice (10/s: 5 at T, 1 at T-500 denied, 5 at T)',
       async (algorithm) => {

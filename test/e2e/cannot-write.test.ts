@@ -51,7 +51,7 @@ class CannotWriteController {
 
 const statusOf = (r: Reply) => `${r.status}${r.rl['x-ratelimit-limit'] ? '' : ' no headers'}`;
 
-describe.each(PLATFORMS)('Redis that cannot write, on %s (issue 22, finding 7)', (platform) => {
+describe.each(PLATFORMS)('Redis that answers but cannot write, on %s', (platform) => {
   let server: RedisServerHandle;
   let primary: RedisServerHandle;
   let admin: Redis;

@@ -1,5 +1,5 @@
 /**
- * Issue 22, review of the held slots: a handler that writes the response itself (`@Res()`)
+ * Held slots: a handler that writes the response itself (`@Res()`)
  * holds its slot until the response ends, and
  * an `includeUpload` decision made for one route never stands for another that shares its
  * method and path (versioning). Handlers count themselves: "at once" is what the server did.
@@ -147,7 +147,7 @@ async function start(platform: Platform, setup: (app: INestApplication) => void)
 }
 
 describe.each(PLATFORMS)(
-  'slots held to the end of the work, on %s (issue 22 review)',
+  'slots held to the end of the work, whoever writes the response, on %s',
   (platform) => {
     let h: Awaited<ReturnType<typeof start>>;
     beforeAll(async () => {
@@ -167,7 +167,7 @@ describe.each(PLATFORMS)(
     const free = async (route: string) =>
       (await h.service.peek(IP, [slot(route)])).policies[0]!.remaining;
 
-    it('H2: a handler with @Res() holds its slot until it has written the response', async () => {
+    it('a handler with @Res() holds its slot until it has written the response', async () => {
       const first = fetch(`${h.url}/holds/res`);
       expect(await pollUntil(() => Promise.resolve(unsent.length === 1), 5000)).toBe(true);
       let probe: number | undefined;
@@ -192,7 +192,7 @@ describe.each(PLATFORMS)(
       expect(await free('never')).toBe(1);
     });
 
-    it('H2: a handler that writes through @Res() before returning gives its slot back', async () => {
+    it('a handler that writes through @Res() before returning gives its slot back', async () => {
       for (let i = 0; i < 3; i++) expect((await fetch(`${h.url}/holds/res-now`)).status).toBe(200);
       expect(await pollUntil(async () => (await free('resNow')) === 1, 5000)).toBe(true);
     });
@@ -202,7 +202,7 @@ describe.each(PLATFORMS)(
       expect(ownsResponse(HoldsController, HoldsController.prototype.res)).toBe(true);
     });
 
-    it('H3: includeUpload on v1 leaves v2 of the same method and path to its own policies', async () => {
+    it('includeUpload on v1 leaves v2 of the same method and path to its own policies', async () => {
       const statuses: number[] = [];
       for (let i = 0; i < 5; i++) {
         const r = await fetch(`${h.url}/versioned/up`, {

@@ -149,7 +149,7 @@ function slowUpload(url: string): {
   };
 }
 
-describe.each(PLATFORMS)('concurrency slots on %s (issue 22)', (platform) => {
+describe.each(PLATFORMS)('concurrency slots on %s', (platform) => {
   let h: AppHandle;
   let service: RateLimitService;
   beforeAll(async () => {
@@ -263,7 +263,7 @@ describe.each(PLATFORMS)('concurrency slots on %s (issue 22)', (platform) => {
   });
 });
 
-describe.each(PLATFORMS)('a release when the store failed, on %s (issue 22)', (platform) => {
+describe.each(PLATFORMS)('a release when the store failed, on %s', (platform) => {
   let link: RedisLink;
   let h: AppHandle;
   let client: Redis;
@@ -377,7 +377,7 @@ class Http2Controller {
   }
 }
 
-describe('HTTP/2 on Fastify (http2: true): streams reset before the store answers (issue 22)', () => {
+describe('HTTP/2 on Fastify (http2: true): streams reset before the store answers', () => {
   let app: Awaited<ReturnType<typeof NestFactory.create>>;
   let url: string;
   beforeAll(async () => {

@@ -186,7 +186,7 @@ describe.each(PLATFORMS)('concurrency limits on %s', (platform) => {
       expect((await h.get('/slots/throws')).status).toBe(400);
     });
 
-    it('a slot stays taken while the handler runs after the client aborted, and comes back when it returns (issue 22)', async () => {
+    it('a slot stays taken while the handler runs after the client aborted, and comes back when it returns', async () => {
       const request = get(`${h.url}/slots/held`, { agent: false });
       const closed = new Promise<void>((resolve) => request.on('close', resolve));
       request.on('error', () => undefined);
@@ -321,7 +321,7 @@ class AccountController {
   }
 }
 
-describe('a store without refund (review)', () => {
+describe('a store without refund', () => {
   const memory = new MemoryStore();
   const store: RateLimitStore = {
     consume: (policies) => memory.consume(policies),

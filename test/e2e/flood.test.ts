@@ -30,7 +30,7 @@ class FloodController {
 /** The issue's target: at most 20 admitted (the limit is 3). */
 const MOST_ADMITTED = 20;
 
-describe.each(PLATFORMS)('a flood from one client, on %s (issue 22, finding 1)', (platform) => {
+describe.each(PLATFORMS)('a flood from one client, on %s', (platform) => {
   let h: AppHandle;
 
   beforeAll(async () => {

@@ -50,7 +50,7 @@ function tally(outcomes: string[]): Record<string, number> {
 describe.each([
   ['the module', false],
   ['an auto-pipelining', true],
-])('a busy event loop, on %s client (issue 22, finding 1)', (_name, enableAutoPipelining) => {
+])('a busy event loop is not a store failure, on %s client', (_name, enableAutoPipelining) => {
   let client: Redis;
   let limiter: RateLimiter;
 

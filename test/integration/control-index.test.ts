@@ -115,7 +115,7 @@ describe.each([
     });
   });
 
-  it('a removal on A interleaved with a new exemption on B never hides the exemption from C (review)', async () => {
+  it('a removal on A interleaved with a new exemption on B never hides the exemption from C', async () => {
     const prefix = newPrefix();
     const [a, b, c] = [instance(prefix), instance(prefix), instance(prefix)];
     await c.store.refreshControls();

@@ -84,7 +84,7 @@ describe.each([memoryKind, standaloneKind])(
       expect(other.policies[0]).toMatchObject({ limit: 100, remaining: 99 });
     });
 
-    it(`${kind.name}: a window policy back from an override is not locked out (review finding 1)`, async () => {
+    it(`${kind.name}: a window policy back from an override is not locked out`, async () => {
       const { clock, limiter, service } = setup();
       const fixed = { name: 'f', rate: '100/m', algorithm: 'fixed-window' } as const;
       const sliding = { name: 's', rate: '1000/d', algorithm: 'sliding-window' } as const;
@@ -179,7 +179,7 @@ describe('on a private Redis', () => {
     expect(await client.keys('oe:{key:g}:*gcra')).toEqual([]);
   });
 
-  it('out-of-bounds or malformed fields are ignored, never misread (review finding 4)', async () => {
+  it('out-of-bounds or malformed fields are ignored, never misread', async () => {
     const { client } = redis;
     // No index: a hand-written hash is read only when every request reads its control hash.
     const limiter = new RateLimiter({

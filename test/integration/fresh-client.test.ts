@@ -60,7 +60,7 @@ class Worker {
   }
 }
 
-describe('a fresh Redis client used before it has connected (issue 22, finding 11)', () => {
+describe('a fresh Redis client used before it has connected', () => {
   let server: RedisServerHandle;
   let admin: Redis;
 

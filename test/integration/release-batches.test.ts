@@ -13,7 +13,7 @@ import { StoreProgress } from '../../lib/core/store-progress.js';
 import { RedisStore, type Lease } from '../../lib/index.js';
 import { disconnect, newRedis } from '../harness/redis.js';
 
-describe('kept releases against Redis (issue 22 review, M5)', () => {
+describe('kept releases against Redis, sent in batches bounded by timeoutMs', () => {
   let client: Redis;
   let store: RedisStore;
   beforeAll(async () => {

@@ -74,7 +74,7 @@ describe.each(['token-bucket', 'gcra'] as const)(
       );
     });
 
-    it('a credit that is not a whole number of ticks below the limit counts as none (review finding 2)', async () => {
+    it('a credit that is not a whole number of ticks below the limit counts as none', async () => {
       const { limiter, key } = setup();
       // A value from elsewhere (an older format's TAT) on a full 3/s bucket: 1000 ms of debt.
       await client.set(key(), '1732950000000', 'PX', 1000);

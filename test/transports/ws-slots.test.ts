@@ -53,7 +53,7 @@ const cases = [
   ['on the gateway class', ClassInterceptedGateway, 'ws-class', 'ClassInterceptedGateway.slot'],
 ] as const;
 
-describe.each(WS_PLATFORMS)('%s: an interceptor before ours throws (issue 22)', (platform) => {
+describe.each(WS_PLATFORMS)('%s: an interceptor before ours throws', (platform) => {
   describe.each(cases)('%s', (_where, gateway, identity, scope) => {
     let h: WsAppHandle;
     beforeAll(async () => {

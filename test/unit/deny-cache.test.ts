@@ -67,7 +67,7 @@ describe('DenyCache', () => {
     ]);
   });
 
-  it('a clock that steps back drops the denial instead of keeping it longer (review finding 6)', () => {
+  it('a clock that steps back drops the denial instead of keeping it longer', () => {
     let now = 10_000;
     const cache = new DenyCache({ clock: () => now });
     cache.remember('r', denied(5000), []);
@@ -75,7 +75,7 @@ describe('DenyCache', () => {
     expect(cache.get('r')).toBeUndefined();
   });
 
-  it('counts waits down in whole ms on a fractional clock (second review)', () => {
+  it('counts waits down in whole ms on a fractional clock', () => {
     let now = 0.25;
     const cache = new DenyCache({ clock: () => now });
     cache.remember('r', denied(5000), []);

@@ -354,7 +354,7 @@ describe('requestedCost: the rules', () => {
     expect(cost(schema, huge)).toBe(Number.MAX_SAFE_INTEGER);
   });
 
-  it('the 50-alias query of issue 25: 10,000', () => {
+  it('50 aliases of a 100-post list with an author each cost 10,000', () => {
     const posts = buildSchema(`
       type Query { posts(first: Int): [Post!]! }
       type Post { id: ID!  author: Author! }
@@ -557,7 +557,7 @@ function countedData(data: unknown): { data: unknown; reads: () => number } {
   return { data: wrap(data), reads: () => reads };
 }
 
-describe('walks linear in depth on nested abstract types (review findings 1 and 2)', () => {
+describe('walks linear in depth on nested abstract types', () => {
   it('actualCost on nested interface lists without __typename: depth 22, 60', () => {
     // The failing input: 22 levels took 10.8 s (each level walked once per implementation).
     const characters = buildSchema(`
@@ -640,7 +640,7 @@ describe('walks linear in depth on nested abstract types (review findings 1 and 
   });
 });
 
-describe('__typename spoofing (review finding 3)', () => {
+describe('actual cost: the type comes from the real __typename, never a field aliased so', () => {
   const results = buildSchema(`
     type Cheap { id: ID!  title: String  label: String! }
     type Expensive { id: ID!  title: String  label: String!  items(first: Int): [Item!]! }

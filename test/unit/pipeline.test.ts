@@ -236,7 +236,7 @@ function scarceCall(handler: () => string): ExecutionContextHost {
   return ctx;
 }
 
-describe('a guard subclass keeps what it read before the pipeline (review of issue 21)', () => {
+describe('a guard subclass keeps what it read before the pipeline', () => {
   it('refuse reads refusal.body and refusal.problem as before, and this.runtime.options', async () => {
     RecordingGuard.seen = [];
     for (const errorFormat of [undefined, 'problem'] as const) {

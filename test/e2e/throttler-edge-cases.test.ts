@@ -1,7 +1,8 @@
 /**
- * nest-rate-limit/throttler: the findings of the issue 26 review, each with its failing input,
- * in real apps on memory and Redis. What @nestjs/throttler 6.7.1 answered to the same input is
- * quoted in each test's name (observed side by side when the review was made).
+ * nest-rate-limit/throttler on inputs at the edges (huge, infinite or non-numeric limits, blocks,
+ * unnamed throttlers, subclasses), each with the input that once failed, in real apps on memory
+ * and Redis. What @nestjs/throttler 6.7.1 answers to the same input (observed side by side) is
+ * quoted in each test's name.
  */
 import 'reflect-metadata';
 import { afterEach, describe, expect, it } from '@jest/globals';
@@ -78,7 +79,7 @@ class PassThroughGuard extends ThrottlerGuard {
   }
 }
 
-describe.each(['memory', 'redis'] as const)('the review findings on %s', (store) => {
+describe.each(['memory', 'redis'] as const)('the drop-in on edge inputs, on %s', (store) => {
   const options = (
     throttlers: ThrottlerOptions[],
     more: Partial<Exclude<ThrottlerModuleOptions, unknown[]>> = {},
@@ -90,7 +91,7 @@ describe.each(['memory', 'redis'] as const)('the review findings on %s', (store)
     }),
   });
 
-  it('finding 2: 1,000,000 per 30 days, limit Infinity, ttl Infinity, a 50-year blockDuration answer as 6.7.1 (200, never 500)', async () => {
+  it('1,000,000 per 30 days, limit Infinity, ttl Infinity, a 50-year blockDuration answer as 6.7.1 (200, never 500)', async () => {
     const month = await start(options([{ ttl: days(30), limit: 1_000_000 }]));
     const first = await month();
     expect(first.status).toBe(200);
@@ -110,12 +111,12 @@ describe.each(['memory', 'redis'] as const)('the review findings on %s', (store)
     expect(await statuses(years, 2)).toEqual([200, 429]);
   });
 
-  it('finding 2: a function-valued limit giving NaN at request time refuses the request with its error, 500, as 6.7.1 (never admitted unlimited)', async () => {
+  it('a function-valued limit giving NaN at request time refuses the request with its error, 500, as 6.7.1 (never admitted unlimited)', async () => {
     const get = await start(options([{ ttl: 1000, limit: () => Number('ten') }]), LoggedGuard);
     expect(await statuses(get, 2)).toEqual([500, 500]);
   });
 
-  it('finding 4: { ttl: 60000, limit: 1, blockDuration: 2000 }: the refusal that starts the block says Retry-After: 2 (as 6.7.1), and the block ends then', async () => {
+  it('{ ttl: 60000, limit: 1, blockDuration: 2000 }: the refusal that starts the block says Retry-After: 2 (as 6.7.1), and the block ends then', async () => {
     const get = await start(options([{ ttl: 60_000, limit: 1, blockDuration: 2000 }]));
     const t0 = Date.now();
     expect((await get()).status).toBe(200);
@@ -126,7 +127,7 @@ describe.each(['memory', 'redis'] as const)('the review findings on %s', (store)
     expect((await get()).status).toBe(200);
   });
 
-  it('finding 5: two throttlers without names ([{ ttl: 1000, limit: 3 }, { ttl: 60000, limit: 5 }]) answer 200 200 429 429 429 as 6.7.1 (one shared "default" count, each throttler adding one)', async () => {
+  it('two throttlers without names ([{ ttl: 1000, limit: 3 }, { ttl: 60000, limit: 5 }]) answer 200 200 429 429 429 as 6.7.1 (one shared "default" count, each throttler adding one)', async () => {
     const get = await start(
       options([
         { ttl: 1000, limit: 3 },
@@ -140,7 +141,7 @@ describe.each(['memory', 'redis'] as const)('the review findings on %s', (store)
     expect([first.status, ...(await statuses(get, 4))]).toEqual([200, 200, 429, 429, 429]);
   });
 
-  it('finding 6: a storage subclass overriding increment is called, once per request and throttler (6.7.1: 2 calls for 2 requests)', async () => {
+  it('a storage subclass overriding increment is called, once per request and throttler (6.7.1: 2 calls for 2 requests)', async () => {
     let calls = 0;
     const storage =
       store === 'redis'
@@ -161,7 +162,7 @@ describe.each(['memory', 'redis'] as const)('the review findings on %s', (store)
     expect(calls).toBe(2);
   });
 
-  it('finding 8: getTracker: () => 42, generateKey: (c, t) => t (not strings) answer 200 200 200 429 as 6.7.1', async () => {
+  it('getTracker: () => 42, generateKey: (c, t) => t (not strings) answer 200 200 200 429 as 6.7.1', async () => {
     const get = await start(
       options([{ ttl: 1000, limit: 3 }], {
         getTracker: () => 42 as unknown as string,
@@ -171,7 +172,7 @@ describe.each(['memory', 'redis'] as const)('the review findings on %s', (store)
     expect(await statuses(get, 4)).toEqual([200, 200, 200, 429]);
   });
 
-  it('finding 3: a pass-through handleRequest keeps the #2208 fix: [{ ttl: 1500, limit: 1 }] at 0, 1000, 1600 ms answers 200 429 200 (as the guard without it)', async () => {
+  it('a pass-through handleRequest keeps the #2208 fix: [{ ttl: 1500, limit: 1 }] at 0, 1000, 1600 ms answers 200 429 200 (as the guard without it)', async () => {
     const get = await start(options([{ ttl: 1500, limit: 1 }]), PassThroughGuard);
     const t0 = Date.now();
     const out: number[] = [];
@@ -183,8 +184,8 @@ describe.each(['memory', 'redis'] as const)('the review findings on %s', (store)
   });
 });
 
-describe('the review findings at bootstrap and without a store', () => {
-  it('finding 3: a pass-through handleRequest with Redis down admits (fail-open), logged', async () => {
+describe('the drop-in at bootstrap and without a store', () => {
+  it('a pass-through handleRequest with Redis down admits (fail-open), logged', async () => {
     class Logged extends PassThroughGuard {
       protected override logger = { warn: (m: string) => warnings.push(m) } as never;
     }
@@ -195,13 +196,13 @@ describe('the review findings at bootstrap and without a store', () => {
     expect(warnings.join('\n')).toContain('rate_limit.backend_error');
   });
 
-  it('finding 2: a static limit that is no number fails at bootstrap, naming the setting, the throttler and the value', async () => {
+  it('a static limit that is no number fails at bootstrap, naming the setting, the throttler and the value', async () => {
     await expect(
       start([{ name: 'burst', ttl: 1000, limit: 'ten' as unknown as number }]),
     ).rejects.toThrow('Invalid "limit" for the "burst" throttler: expected a number, got "ten".');
   });
 
-  it('finding 7: providers: [ThrottlerStorageService] as a class provider resolves (6.7.1 does)', async () => {
+  it('providers: [ThrottlerStorageService] as a class provider resolves (6.7.1 does)', async () => {
     @Module({ providers: [ThrottlerStorageService] })
     class App {}
     const context = await NestFactory.createApplicationContext(App, {

@@ -1,5 +1,6 @@
 /**
- * Regressions from the adversarial review of the Nest layer, each with the input that
+ * Inputs the Nest layer once mishandled (inherited handlers, odd controller names, functions
+ * that throw or answer bad values, forwarded addresses with ports), each with the input that
  * showed the bug, on Express and Fastify.
  */
 import 'reflect-metadata';
@@ -132,7 +133,7 @@ class RequestTimeController {
   }
 }
 
-describe.each(PLATFORMS)('review regressions on %s', (platform) => {
+describe.each(PLATFORMS)('inputs the Nest layer once mishandled, on %s', (platform) => {
   const logger = new CapturingLogger();
   let h: AppHandle;
   beforeAll(async () => {
@@ -300,7 +301,7 @@ describe('an async skip', () => {
   });
   afterAll(() => h.close());
 
-  it('is asked once per request (review of the request path: it was asked twice)', async () => {
+  it('is asked once per request', async () => {
     const statuses: number[] = [];
     for (let i = 0; i < 4; i++) statuses.push((await h.get('/asked')).status);
     expect(statuses).toEqual([200, 200, 200, 429]);
