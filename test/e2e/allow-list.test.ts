@@ -12,7 +12,10 @@ import { keys, RateLimit, RateLimitConfigError } from '../../lib/index.js';
 import { createResources } from '../../lib/nest/module/resources.js';
 import { createApp, PLATFORMS, times, type AppHandle } from './support/app.js';
 
-const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+const readme = readFileSync(
+  new URL('../../docs/guides/identities-and-proxies.md', import.meta.url),
+  'utf8',
+);
 
 /** The recipe's option, as the README writes it. */
 const RECIPE = "allowList: ['203.0.113.0/24', '2001:db8:abcd::/48', '198.51.100.7']";
@@ -44,12 +47,12 @@ const EXEMPT = [
   [200, null],
 ];
 
-it('the README holds the allow-list recipe exactly as this suite runs it', () => {
+it('the docs holds the allow-list recipe exactly as this suite runs it', () => {
   expect(readme).toContain(RECIPE);
   expect(readme).toContain('trustedProxies: 1,');
 });
 
-describe.each(PLATFORMS)('the README allow-list recipe on %s, behind one proxy', (platform) => {
+describe.each(PLATFORMS)('the docs allow-list recipe on %s, behind one proxy', (platform) => {
   let h: AppHandle;
   beforeAll(async () => {
     h = await createApp(

@@ -20,7 +20,10 @@ import { newRedis, redisUrl } from '../harness/redis.js';
 import { AppRateLimitGuard } from './support/app-rate-limit.guard.js';
 import { bootstrap, createApp, PLATFORMS, uniquePrefix, type Platform } from './support/app.js';
 
-const README = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+const README = readFileSync(
+  new URL('../../docs/reference/module-options.md', import.meta.url),
+  'utf8',
+);
 
 @Controller('orders')
 class OrdersController {
@@ -48,7 +51,7 @@ async function listen(platform: Platform, module: Type) {
   return { app, url };
 }
 
-describe('the README guard example', () => {
+describe('the docs guard example', () => {
   it('is the guard these tests run, word for word', () => {
     const source = readFileSync(
       new URL('./support/app-rate-limit.guard.ts', import.meta.url),
@@ -153,7 +156,7 @@ describe.each(PLATFORMS)('forRootAsync on %s', (platform) => {
       }),
     });
 
-  it('is the README example, and limits with the options from the configuration', async () => {
+  it('is the docs example, and limits with the options from the configuration', async () => {
     const example = /RateLimitModule\.forRootAsync\(\{[\s\S]*?\n\}\);/.exec(README)![0];
     const source = readFileSync(new URL(import.meta.url), 'utf8');
     expect(source).toContain(example.replace(/\n/g, '\n    ').replace(/\);$/, ');'));

@@ -20,7 +20,10 @@ import {
 } from '../../lib/index.js';
 import { createApp, PLATFORMS, type Platform } from './support/app.js';
 
-const README = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+const README = readFileSync(
+  new URL('../../docs/guides/migrating-from-throttler.md', import.meta.url),
+  'utf8',
+);
 
 // The app of every row; its @nestjs/throttler twin is in test/migration/throttler-app.ts.
 @Controller('cats')
@@ -251,7 +254,7 @@ async function ourAnswers(
   }
 }
 
-describe('the README migration guide', () => {
+describe('the docs migration guide', () => {
   it.each(ROWS.map((r) => [r.throttlerForm, r.ourForm]))(
     'has the row %s → %s',
     (throttlerForm, ourForm) => {

@@ -38,7 +38,7 @@ import {
   type Platform,
 } from './support/app.js';
 
-const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+const readme = readFileSync(new URL('../../docs/guides/observability.md', import.meta.url), 'utf8');
 
 /** The README recipe, as the class below writes it (the first test checks the README holds it). */
 const RECIPE = `@Injectable()
@@ -169,7 +169,7 @@ async function attributesOf(get: (path: string) => Promise<{ status: number }>, 
   };
 }
 
-it('the README holds the tracing recipe exactly as this suite runs it', () => {
+it('the docs holds the tracing recipe exactly as this suite runs it', () => {
   expect(readme).toContain(RECIPE);
   // Every attribute the suite sees is documented.
   for (const name of [

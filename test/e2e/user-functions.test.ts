@@ -38,7 +38,10 @@ import {
   type Platform,
 } from './support/app.js';
 
-const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+const readme = readFileSync(
+  new URL('../../docs/guides/getting-started.md', import.meta.url),
+  'utf8',
+);
 
 type Body = { items?: unknown[] | null };
 /** What the issue's `cost: (ctx) => body.items.length` reads: a TypeError on `{ "items": null }`. */
@@ -242,12 +245,12 @@ const TIER_RECIPE = [
   'request.user = { id: account.id, plan: account.plan };',
 ];
 
-it('the README holds the tier recipe behind an API-key guard as this suite runs it', () => {
+it('the docs holds the tier recipe behind an API-key guard as this suite runs it', () => {
   const flat = readme.replace(/\s+/g, ' ');
   expect(TIER_RECIPE.filter((line) => !flat.includes(line))).toEqual([]);
 });
 
-describe.each(PLATFORMS)('the README tier recipe behind an API-key guard, on %s', (platform) => {
+describe.each(PLATFORMS)('the docs tier recipe behind an API-key guard, on %s', (platform) => {
   const logger = new CapturingLogger();
   let h: AppHandle;
   beforeAll(async () => {

@@ -144,9 +144,9 @@ describe.each(SETUPS)('subscriptions on %s', (_name, server, graphql) => {
   });
 });
 
-const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+const readme = readFileSync(new URL('../../docs/guides/graphql.md', import.meta.url), 'utf8');
 
-describe("subscriptions on Apollo with the README's line", () => {
+describe("subscriptions on Apollo with the docs' line", () => {
   let h: GraphQLApp;
   beforeAll(async () => {
     h = await createGraphQLApp('apollo', {

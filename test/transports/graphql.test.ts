@@ -260,9 +260,9 @@ describe.each(SERVERS)('GraphQL on %s', (server) => {
   });
 });
 
-describe('the README', () => {
+describe('the GraphQL guide', () => {
   it('documents the cost recipe the resolver above uses', () => {
-    const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+    const readme = readFileSync(new URL('../../docs/guides/graphql.md', import.meta.url), 'utf8');
     expect(readme).toContain(
       'cost: (ctx) => Math.max(1, Math.ceil((rateLimitContext(ctx).args?.first ?? 10) / 10)),',
     );

@@ -24,7 +24,7 @@ import { RateLimit, RateLimitModule, rateLimitContext } from '../../lib/index.js
 import { CapturingLogger, uniquePrefix } from '../e2e/support/app.js';
 import { redisUrl } from '../harness/redis.js';
 
-const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+const readme = readFileSync(new URL('../../docs/guides/microservices.md', import.meta.url), 'utf8');
 
 /** The `rate_limit.unenforced` lines as `{ route, reason }`. */
 function unenforced(logger: CapturingLogger): { route: string; reason: string }[] {
@@ -159,7 +159,7 @@ describe('a hybrid app (HTTP plus a TCP microservice)', () => {
     }
   }
 
-  it('is limited when connected as the README says: app.connectMicroservice(options, { inheritAppConfig: true })', async () => {
+  it('is limited when connected as the docs says: app.connectMicroservice(options, { inheritAppConfig: true })', async () => {
     expect(readme).toContain('app.connectMicroservice(options, { inheritAppConfig: true })');
     expect(await twoCalls(true)).toEqual([
       'ok',

@@ -44,7 +44,7 @@ import {
 import { CapturingLogger, pollUntil, uniquePrefix } from '../e2e/support/app.js';
 import { disconnect, newRedis, redisUrl, startRedisServer } from '../harness/redis.js';
 
-const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+const readme = readFileSync(new URL('../../docs/guides/microservices.md', import.meta.url), 'utf8');
 
 /** The README's microservice recipe, as written there; `ReportsController` below uses it verbatim. */
 const RECIPE =
@@ -181,7 +181,7 @@ beforeAll(() => {
 });
 afterAll(() => disconnect(redis));
 
-it('the README holds the microservice recipe exactly as this suite runs it', () => {
+it('the docs holds the microservice recipe exactly as this suite runs it', () => {
   expect(readme).toContain(RECIPE);
 });
 
@@ -223,7 +223,7 @@ describe('a TCP microservice', () => {
     });
   });
 
-  it('the README recipe: a key over the payload gives each tenant its own budget', async () => {
+  it('the docs recipe: a key over the payload gives each tenant its own budget', async () => {
     const generate = (tenantId: string) => answer(ms.client, 'reports.generate', { tenantId });
     expect(await generate('acme')).toEqual({ tenantId: 'acme', status: 'queued' });
     expect(await generate('acme')).toEqual({

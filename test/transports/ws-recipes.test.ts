@@ -76,9 +76,9 @@ class WsChatGateway implements OnGatewayConnection {
 
 /** The TypeScript blocks of the README's WebSocket section. */
 function readmeBlocks(): string[] {
-  const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+  const readme = readFileSync(new URL('../../docs/guides/websockets.md', import.meta.url), 'utf8');
   const section = readme.slice(
-    readme.indexOf('### WebSockets (socket.io, ws)'),
+    readme.indexOf('# WebSockets (socket.io, ws)'),
     readme.indexOf('The WebSocket part ends here.'),
   );
   return [...section.matchAll(/```ts\n([\s\S]*?)```/g)].map((m) => m[1]!);
@@ -91,7 +91,7 @@ const linesOf = (text: string) =>
     .map((l) => l.trim())
     .filter(Boolean);
 
-describe('the README WebSocket recipes', () => {
+describe('the docs WebSocket recipes', () => {
   it('are in this file as written, from the gateway on (imports name the package)', () => {
     const source = linesOf(readFileSync(new URL(import.meta.url), 'utf8')).join('\n');
     const blocks = readmeBlocks();

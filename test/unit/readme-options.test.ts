@@ -3,7 +3,8 @@ import { readFileSync } from 'node:fs';
 import ts from 'typescript';
 
 const root = new URL('../../', import.meta.url);
-const readme = readFileSync(new URL('README.md', root), 'utf8');
+/** The pages that hold each option reference, read whole. */
+const page = (path: string) => readFileSync(new URL(path, root), 'utf8');
 
 /** The property names of an exported interface, read from its source with the compiler. */
 function members(file: string, name: string): string[] {
@@ -19,30 +20,47 @@ function members(file: string, name: string): string[] {
   return found.members.map((m) => (m.name as ts.Identifier).text);
 }
 
-/** The first column of the README table between `<!-- options:NAME -->` and `<!-- /options -->`. */
-function documented(name: string): string[] {
-  const start = readme.indexOf(`<!-- options:${name} -->`);
-  const end = readme.indexOf('<!-- /options -->', start);
-  if (start < 0 || end < 0) throw new Error(`README has no options table for ${name}`);
-  return [...readme.slice(start, end).matchAll(/^\| `(\w+)` +\|/gm)].map((m) => m[1]!);
+/** The option headings (`### \`name\``) of a page between `<!-- options:NAME -->` and `<!-- /options -->`. */
+function documented(text: string, name: string): string[] {
+  const start = text.indexOf(`<!-- options:${name} -->`);
+  const end = text.indexOf('<!-- /options -->', start);
+  if (start < 0 || end < 0) throw new Error(`no option reference for ${name}`);
+  return [...text.slice(start, end).matchAll(/^### `(\w+)`$/gm)].map((m) => m[1]!);
 }
 
-describe('the README option reference matches the option types', () => {
+describe('the option reference in docs/ matches the option types', () => {
   it.each([
-    ['lib/nest/module/options.ts', 'RateLimitModuleOptions'],
-    ['lib/nest/declare/policy-options.ts', 'RateLimitOptions'],
-    ['lib/nest/declare/decorators.ts', 'ConcurrencyLimitOptions'],
-    ['lib/throttler/options.ts', 'ThrottlerOptions'],
-    ['lib/throttler/redis-storage.ts', 'RateLimitRedisStorageOptions'],
-  ])('%s: %s', (file, name) => {
-    expect(documented(name)).toEqual(members(file, name));
+    ['lib/nest/module/options.ts', 'RateLimitModuleOptions', 'docs/reference/module-options.md'],
+    ['lib/nest/declare/policy-options.ts', 'RateLimitOptions', 'docs/reference/decorators.md'],
+    ['lib/nest/declare/decorators.ts', 'ConcurrencyLimitOptions', 'docs/reference/decorators.md'],
+    ['lib/throttler/options.ts', 'ThrottlerOptions', 'docs/guides/migrating-from-throttler.md'],
+    [
+      'lib/throttler/redis-storage.ts',
+      'RateLimitRedisStorageOptions',
+      'docs/guides/migrating-from-throttler.md',
+    ],
+  ])('%s: %s (%s)', (file, name, doc) => {
+    expect(documented(page(doc), name)).toEqual(members(file, name));
   });
 });
 
-describe('the README "Testing your app" example', () => {
+describe('the options at a glance in README.md', () => {
+  it('list every module option, each linked to its entry', () => {
+    const names = members('lib/nest/module/options.ts', 'RateLimitModuleOptions');
+    const rows = [
+      ...page('README.md').matchAll(
+        /^\| \[`(\w+)`\]\(docs\/reference\/module-options\.md#(\w+)\)/gm,
+      ),
+    ];
+    expect(rows.map((m) => m[1])).toEqual(names);
+    for (const m of rows) expect(m[2]).toBe(m[1]!.toLowerCase());
+  });
+});
+
+describe('the "Testing your app" guide\'s example', () => {
   // A consumer project (npm run test:consumers) runs it against the packed package.
   it('is, word for word, a test of the Nest 11 consumer project', () => {
-    const section = readme.slice(readme.indexOf('## Testing your app'));
+    const section = page('docs/guides/testing.md');
     const example = /```ts\n([\s\S]*?)```/.exec(section)![1]!;
     const test = readFileSync(
       new URL('test/consumers/nest11-cjs-jest/test/readme.e2e-spec.ts', root),
