@@ -2,16 +2,18 @@ import {
   Inject,
   Injectable,
   Logger,
+  Optional,
   type CanActivate,
   type ExecutionContext,
 } from '@nestjs/common';
-import { Reflector } from '@nestjs/core';
+import { HttpAdapterHost, Reflector } from '@nestjs/core';
 import { InjectThrottlerOptions, InjectThrottlerStorage } from './decorators.js';
 import { EngineStorage, type ThrottlerHit } from './engine-storage.js';
 import { ThrottlerFailures } from './failures.js';
 import { throttlerMessage, ThrottlerException } from './exception.js';
 import { sha256 } from './hash.js';
 import { DEFAULT_IPV6_SUBNET_PREFIX, trackerOf } from './ip.js';
+import { platformAddress, type AddressOf } from './platform-address.js';
 import type {
   ThrottlerLimitDetail,
   ThrottlerModuleOptions,
@@ -63,6 +65,16 @@ export class ThrottlerGuard implements CanActivate {
   private readonly admits = (error: unknown) => this.failures.admits(error);
   /** The `ignoreUserAgents` patterns with a `lastIndex` that `test` moves (`/g`, `/y`). */
   private statefulPatterns: RegExp[] = [];
+  /**
+   * The app's platform, for the client address of a WebSocket upgrade request. A property,
+   * not a constructor parameter: subclasses call `super` with the throttler's three; absent
+   * where the guard is built by hand.
+   */
+  @Optional()
+  @Inject(HttpAdapterHost)
+  private readonly platformHost?: HttpAdapterHost;
+  /** The platform's address getter, once found (`null`: no platform that has one). */
+  private addressOf: AddressOf | null | undefined;
 
   constructor(
     @InjectThrottlerOptions() protected readonly options: ThrottlerModuleOptions,
@@ -247,13 +259,25 @@ export class ThrottlerGuard implements CanActivate {
 
   /**
    * The default tracker: the client's address (`req.ip`), IPv6 by its /64 (see `normalizeIp`).
-   * On a graphql-ws subscription (no `req.ip`), the address of the connection's upgrade
-   * request (`req.extra.request`), as the socket saw it: a proxy in front is not looked
-   * through (override this to read its header); a connection without an address is a
-   * client of its own (see `trackerOf`).
+   * On a graphql-ws subscription (no `req.ip`), the client address of the connection's upgrade
+   * request (`req.extra.request`) as the app's platform gives it for an HTTP request: behind a
+   * proxy the app trusts (Express `trust proxy`, Fastify `trustProxy`), the forwarded client;
+   * otherwise the socket's peer, whatever `X-Forwarded-For` says. A connection without an
+   * address is a client of its own (see `trackerOf`).
    */
   protected async getTracker(req: ThrottlerRecord): Promise<string> {
-    return trackerOf(req, this.ipv6SubnetPrefix);
+    return trackerOf(req, this.ipv6SubnetPrefix, this.platformAddress());
+  }
+
+  /** The platform's address getter, looked up once the app's adapter is there. */
+  private platformAddress(): AddressOf | undefined {
+    if (this.addressOf === undefined) {
+      const adapter = this.platformHost?.httpAdapter;
+      // Before the adapter exists (a guard used before the app is created): look again later.
+      if (adapter === undefined || adapter === null) return undefined;
+      this.addressOf = platformAddress(adapter.getInstance()) ?? null;
+    }
+    return this.addressOf ?? undefined;
   }
 
   /**

@@ -1,4 +1,5 @@
 import { normalizeIp as normalizeAddress } from '../http/ip.js';
+import type { AddressOf, NodeRequest } from './platform-address.js';
 
 /** The IPv6 prefix length, in bits, that one client's addresses share by default. */
 export const DEFAULT_IPV6_SUBNET_PREFIX = 64;
@@ -37,22 +38,21 @@ let connectionCount = 0;
 /**
  * The default tracker of a request (`req`, as `getRequestResponse` gives it), **as a string
  * or undefined**: its `ip` normalised (see {@link normalizeIp}), as the throttler does. Where
- * there is no `ip`, the peer address of its socket: a graphql-ws context (`req` of Nest's
- * GraphQL context for a subscription, whose upgrade request is `extra.request`) or a raw
- * Node request (a Mercurius subscription's). A graphql-ws connection without any address is
- * its own client (`ws-connection:<n>`), never pooled with every other one. Anything else
- * without an address gives what the throttler gives (`undefined`).
+ * there is no `ip`, the client address of the Node request behind it: a graphql-ws context's
+ * upgrade request (`req.extra.request` of Nest's GraphQL context for a subscription) or a raw
+ * Node request (a Mercurius subscription's). That address is `addressOf`'s, the app's platform
+ * reading it as for an HTTP request (its proxy trust; see `platformAddress`), else the socket's
+ * peer address (also when `addressOf` throws or finds none). A graphql-ws connection without
+ * any address is its own client (`ws-connection:<n>`), never pooled with every other one.
+ * Anything else without an address gives what the throttler gives (`undefined`).
  */
-export function trackerOf(req: unknown, ipv6SubnetPrefix: number): string {
+export function trackerOf(req: unknown, ipv6SubnetPrefix: number, addressOf?: AddressOf): string {
   if (!isObject(req)) return normalizeIp(undefined as never, ipv6SubnetPrefix);
   if (typeof req.ip === 'string') return normalizeIp(req.ip, ipv6SubnetPrefix);
   const extra = isObject(req.extra) ? req.extra : undefined;
   const request = extra && isObject(extra.request) ? extra.request : req;
-  const socket = isObject(request.socket) ? request.socket : undefined;
-  const address = socket?.remoteAddress;
-  if (typeof address === 'string' && address !== '') {
-    return normalizeIp(address, ipv6SubnetPrefix);
-  }
+  const address = clientAddress(request, addressOf);
+  if (address !== undefined) return normalizeIp(address, ipv6SubnetPrefix);
   // No address (a Unix socket, a connection already closed): one tracker per connection. A
   // client gains a fresh budget only by opening a new connection, which costs it a handshake.
   const connection = extra && isObject(extra.socket) ? extra.socket : undefined;
@@ -61,4 +61,20 @@ export function trackerOf(req: unknown, ipv6SubnetPrefix: number): string {
   if (tracker === undefined)
     connections.set(connection, (tracker = `ws-connection:${++connectionCount}`));
   return tracker;
+}
+
+/** The platform's address of a Node request, else its socket's peer address; never empty. */
+function clientAddress(request: Obj, addressOf: AddressOf | undefined): string | undefined {
+  const socket = isObject(request.socket) ? request.socket : undefined;
+  if (socket === undefined) return undefined;
+  if (addressOf !== undefined && isObject(request.headers)) {
+    try {
+      const address = addressOf(request as unknown as NodeRequest);
+      if (typeof address === 'string' && address !== '') return address;
+    } catch {
+      // A header the platform's parser rejects: the socket's address, never a fresh budget.
+    }
+  }
+  const address = socket.remoteAddress;
+  return typeof address === 'string' && address !== '' ? address : undefined;
 }
