@@ -40,6 +40,14 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
+# Runs a command in the background and waits for it: a signal to this script interrupts the
+# wait at once (bash defers traps until a foreground command ends), and cleanup stops it.
+run() {
+  "$@" &
+  pids+=($!)
+  wait "$!"
+}
+
 free_port() {
   node -e "const s=require('net').createServer().listen(0,'127.0.0.1',()=>{console.log(s.address().port);s.close()})"
 }
@@ -66,7 +74,7 @@ pids+=($!)
 
 echo "--- the demo's traffic at the sample app (127.0.0.1:$app_port), scraped by Prometheus (127.0.0.1:$prom_port)"
 # The demo waits for the app's /health itself, and fails if a limit did not hold.
-DEMO_URL="http://127.0.0.1:$app_port" node dist-sample/demo/run.js >"$work/demo.log" 2>&1 || {
+DEMO_URL="http://127.0.0.1:$app_port" run node dist-sample/demo/run.js >"$work/demo.log" 2>&1 || {
   cat "$work/demo.log" "$work/app.log" >&2
   exit 1
 }
@@ -74,7 +82,7 @@ tail -n 1 "$work/demo.log"
 grep -m 1 'rate limits in' "$work/app.log" | sed 's/^.*\] //' || true
 
 echo '--- every dashboard query and alert selector returns a series'
-node scripts/check-observability.mjs --prometheus "http://127.0.0.1:$prom_port" \
+run node scripts/check-observability.mjs --prometheus "http://127.0.0.1:$prom_port" \
   --app-log "$work/app.log" --dir "$dir" || {
   echo '--- prometheus log' >&2
   cat "$work/prometheus.log" >&2
