@@ -3,6 +3,7 @@ import { RateLimitModule } from 'nest-rate-limit';
 import { AuthController } from './auth.controller.js';
 import { HealthController } from './health.controller.js';
 import { ItemsController } from './items.controller.js';
+import { MetricsController } from './metrics.controller.js';
 import { OrdersController } from './orders.controller.js';
 import { ReportsController } from './reports.controller.js';
 import { SearchController } from './search.controller.js';
@@ -18,6 +19,8 @@ const redisUrl = process.env.REDIS_URL;
       prefix: 'sample',
       // Every route not limited otherwise: 300 requests a minute per user (or per IP).
       default: '300/m',
+      // Prometheus metrics in prom-client's global registry, served at GET /metrics.
+      metrics: true,
     }),
   ],
   controllers: [
@@ -27,6 +30,7 @@ const redisUrl = process.env.REDIS_URL;
     OrdersController,
     ItemsController,
     HealthController,
+    MetricsController,
   ],
 })
 export class AppModule {}

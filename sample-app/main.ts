@@ -1,5 +1,5 @@
 /**
- * The sample API: `npm start`, then `curl -i localhost:3000/search`.
+ * The sample API: `npm start`, then `curl -i localhost:3000/search` (Prometheus metrics at /metrics).
  *
  *   REDIS_URL=redis://127.0.0.1:6379  keep the limits in Redis (default: this process only)
  *   PLATFORM=fastify                  run on Fastify (default: Express)

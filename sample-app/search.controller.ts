@@ -22,6 +22,9 @@ export class SearchController {
   @Get()
   // No `key`: the default `keys.userOrIp` counts a signed-in user by id, anyone else by IP.
   @RateLimit('30/m', { cost: searchCost })
+  // A stricter limit being tried out: counted and logged, never refusing (metrics show
+  // what it would refuse as outcome="shadow_blocked").
+  @RateLimit('20/m', { name: 'proposed', shadow: true })
   search(@Query('q') q?: string, @Query('filters') filters?: string | string[]) {
     return { q: q ?? '', filters: filtersOf(filters), results: [] };
   }

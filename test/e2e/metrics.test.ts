@@ -117,6 +117,10 @@ describe.each(PLATFORMS)('metrics on %s', (platform) => {
 
     const scraped = await scrape(registry);
     expect(withoutBuckets(scraped)).toEqual({
+      // Every kind is exported from the start, so rate() sees the first error.
+      'rate_limit_backend_errors_total{kind="timeout"}': 0,
+      'rate_limit_backend_errors_total{kind="unavailable"}': 0,
+      'rate_limit_backend_errors_total{kind="error"}': 0,
       rate_limit_circuit_open: 0,
       rate_limit_insurance_in_force: 0,
       // No policy is onStoreFailure: 'local', so no count is given or learned.
@@ -224,7 +228,9 @@ describe('a stopped Redis in the metrics and decision events', () => {
 
     expect(withoutBuckets(await scrape(registry))).toEqual({
       // The first two calls failed; the circuit then skipped the last two.
+      'rate_limit_backend_errors_total{kind="timeout"}': 0,
       'rate_limit_backend_errors_total{kind="unavailable"}': 4,
+      'rate_limit_backend_errors_total{kind="error"}': 0,
       rate_limit_circuit_open: 1,
       rate_limit_insurance_in_force: 0,
       // No policy is onStoreFailure: 'local', so no count is given or learned.
@@ -477,6 +483,21 @@ describe('bootstrap', () => {
       expect((await h.get('/m/five', { 'x-user': 'plain' })).status).toBe(200);
       expect(globalRegister.getSingleMetric('rate_limit_decisions_total')).toBeUndefined();
       expect(await globalRegister.metrics()).not.toContain('rate_limit_');
+    } finally {
+      await h.close();
+    }
+  });
+
+  it('a started app exports every backend error kind at 0 before any request, so rate() sees the first error', async () => {
+    const registry = new Registry();
+    const h = await createApp('express', { metrics: { registry } }, [MetricsController]);
+    try {
+      const scraped = await scrape(registry, 'rate_limit_backend_errors_total');
+      expect(scraped).toEqual({
+        'rate_limit_backend_errors_total{kind="timeout"}': 0,
+        'rate_limit_backend_errors_total{kind="unavailable"}': 0,
+        'rate_limit_backend_errors_total{kind="error"}': 0,
+      });
     } finally {
       await h.close();
     }

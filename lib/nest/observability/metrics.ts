@@ -1,4 +1,4 @@
-import { quote, RateLimitConfigError } from '../../core/errors.js';
+import { quote, RateLimitConfigError, type BackendErrorKind } from '../../core/errors.js';
 import type { CircuitState } from '../../core/circuit-breaker.js';
 
 /**
@@ -28,13 +28,16 @@ export type PromClientLoader = () => Promise<unknown>;
 /** The parts of prom-client used here. */
 export interface PromClient {
   register: MetricsRegistry;
-  Counter: new (config: object) => { inc(labels: Record<string, string>): void };
+  Counter: new (config: object) => { inc(labels: Record<string, string>, value?: number): void };
   Gauge: new (config: object) => { set(value: number): void };
   Histogram: new (config: object) => { observe(value: number): void };
 }
 
 const WHERE = 'RateLimitModule options';
 const METRIC_PREFIX = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/;
+
+/** Every `kind` of `rate_limit_backend_errors_total`, exported at 0 from the start. */
+const BACKEND_ERROR_KINDS: readonly BackendErrorKind[] = ['timeout', 'unavailable', 'error'];
 
 /** Store call durations, in **seconds**: 0.1 ms to 100 ms. */
 export const STORE_DURATION_BUCKETS = [
@@ -101,7 +104,7 @@ export async function createMetrics(
  */
 export class RateLimitMetrics {
   private readonly decisions: { inc(labels: Record<string, string>): void };
-  private readonly backendErrors: { inc(labels: Record<string, string>): void };
+  private readonly backendErrors: { inc(labels: Record<string, string>, value?: number): void };
   private readonly nearLimit: { inc(labels: Record<string, string>): void };
   private readonly storeDuration: { observe(value: number): void };
   private readonly registered: { name: string; metric: unknown }[] = [];
@@ -156,6 +159,9 @@ export class RateLimitMetrics {
         registers,
       }),
     );
+    // A series that appears only at its first error hides that error from rate() and
+    // increase(), and an alert on them never fires for it: each kind starts at 0.
+    for (const kind of BACKEND_ERROR_KINDS) this.backendErrors.inc({ kind }, 0);
     this.storeDuration = track(
       names.storeDuration,
       new prom.Histogram({
