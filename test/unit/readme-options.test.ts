@@ -1,6 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
 import { readFileSync } from 'node:fs';
 import ts from 'typescript';
+import { recipeBlock } from '../docs/support/doc-blocks.js';
 
 const root = new URL('../../', import.meta.url);
 const readme = readFileSync(new URL('README.md', root), 'utf8');
@@ -39,15 +40,13 @@ describe('the README option reference matches the option types', () => {
   });
 });
 
-describe('the README "Testing your app" example', () => {
+describe('the e2e test example of docs/guides/testing.md', () => {
   // A consumer project (npm run test:consumers) runs it against the packed package.
   it('is, word for word, a test of the Nest 11 consumer project', () => {
-    const section = readme.slice(readme.indexOf('## Testing your app'));
-    const example = /```ts\n([\s\S]*?)```/.exec(section)![1]!;
     const test = readFileSync(
       new URL('test/consumers/nest11-cjs-jest/test/readme.e2e-spec.ts', root),
       'utf8',
     );
-    expect(test).toBe(example);
+    expect(test).toBe(recipeBlock('docs/guides/testing.md', 'cats-e2e'));
   });
 });
