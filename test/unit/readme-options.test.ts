@@ -1,6 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
 import { readFileSync } from 'node:fs';
 import ts from 'typescript';
+import { recipeBlock } from '../docs/support/doc-blocks.js';
 
 const root = new URL('../../', import.meta.url);
 /** The pages that hold each option reference, read whole. */
@@ -57,15 +58,13 @@ describe('the options at a glance in README.md', () => {
   });
 });
 
-describe('the "Testing your app" guide\'s example', () => {
+describe('the e2e test example of docs/guides/testing.md', () => {
   // A consumer project (npm run test:consumers) runs it against the packed package.
   it('is, word for word, a test of the Nest 11 consumer project', () => {
-    const section = page('docs/guides/testing.md');
-    const example = /```ts\n([\s\S]*?)```/.exec(section)![1]!;
     const test = readFileSync(
       new URL('test/consumers/nest11-cjs-jest/test/readme.e2e-spec.ts', root),
       'utf8',
     );
-    expect(test).toBe(example);
+    expect(test).toBe(recipeBlock('docs/guides/testing.md', 'cats-e2e'));
   });
 });
