@@ -246,9 +246,10 @@ export class Pacer {
       const reset = q.resetSeconds * 1000;
       // A learner sent at a refined end and refused, or shown the same window: the window
       // outlasted the whole seconds it was taken to last, so resets are taken as sent from now.
-      if (p.refinedEnd !== undefined && sentAt >= p.refinedEnd) {
-        if (refused || (q.limit !== undefined && q.remaining !== q.limit - 1)) p.noRefine = true;
-      }
+      // Only the learner's answer tells: those after it see the same window, spent further.
+      const early = refused || (q.limit !== undefined && q.remaining !== q.limit - 1);
+      if (p.refinedEnd !== undefined && sentAt >= p.refinedEnd && early) p.noRefine = true;
+      p.refinedEnd = undefined;
       p.remaining = Math.max(0, q.remaining - this.pending(p, now));
       p.resetStated = reset > 0;
       // No reset reported (0, or X-RateLimit-* without one): with some left, nothing to wait

@@ -280,6 +280,34 @@ describe('Pacer', () => {
       }
     });
 
+    it('keeps reading whole-second ends window after window while they hold (1 s windows, epoch resets)', async () => {
+      jest.setSystemTime(1_800_000_000_005);
+      const pacer = new Pacer();
+      const legacy = (remaining: number, epoch: number) =>
+        fields({
+          'x-ratelimit-limit': '5',
+          'x-ratelimit-remaining': String(remaining),
+          'x-ratelimit-reset': String(epoch),
+        });
+      let learner = await pacer.reserve('a', 60_000);
+      const waited = [];
+      for (const epoch of [1_800_000_002, 1_800_000_003, 1_800_000_004]) {
+        // Each learner's window begins on its arrival and ends 1 s later, rounded up by the
+        // server to the next epoch second; answered 4 ms after the send.
+        await jest.advanceTimersByTimeAsync(4);
+        pacer.observe(learner, legacy(4, epoch));
+        const burst = await Promise.all(
+          Array.from({ length: 4 }, () => pacer.reserve('a', 60_000)),
+        );
+        for (const [i, t] of burst.entries()) pacer.observe(t, legacy(3 - i, epoch));
+        const next = pacer.reserve('a', 60_000);
+        await jest.advanceTimersByTimeAsync(1000);
+        learner = await next;
+        waited.push(learner.waitedMs);
+      }
+      expect(waited).toEqual([1000, 1000, 1000]);
+    });
+
     it('takes resets as sent once a whole-second end read from a fresh window proved early (a 1.5 s window): one 429, not one a window', async () => {
       jest.setSystemTime(1_800_000_000_005);
       const pacer = new Pacer();
