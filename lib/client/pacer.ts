@@ -17,8 +17,13 @@ export interface PacingOptions {
  * also how long after a refusal that said nothing of the quota requests go one at a time.
  */
 const RELEARN_MS = 60_000;
-/** The wait before one request probes a quota reported spent with no reset, ms. */
+/**
+ * The wait before one request probes a quota reported spent with no reset, ms; doubled after
+ * each probe that finds it still spent, up to {@link MAX_PROBE_MS}.
+ */
 const PROBE_MS = 1000;
+/** The longest wait between probes of a quota that stays spent with no reset, ms. */
+const MAX_PROBE_MS = 30_000;
 /**
  * Paced requests leave this much wider apart than the emission interval (w / q): exactly one
  * interval apart, every (q + 1)th lands on the edge of the server's window and may be refused.
@@ -57,6 +62,14 @@ interface Partition {
   blindUntil: number;
   /** The end of the window a fresh window's answer showed, to the ms (see freshWindowEnd). */
   windowEnd?: number;
+  /** The reset this partition was opened at when it was such a refined end, ms. */
+  refinedEnd?: number;
+  /** Set once a refined end proved early (the window outlasted it): resets are taken as sent. */
+  noRefine: boolean;
+  /** The wait before the next probe of a quota spent with no reset, ms. */
+  probeMs: number;
+  /** The budget of the request that opened the partition, ms: no probe waits longer. */
+  maxWaitMs: number;
 }
 
 /** A reserved send; give it back to {@link Pacer.observe} with what came of it. */
@@ -102,7 +115,8 @@ export class Pacer {
   /**
    * Reserves a send in `partition`: resolves once the request may leave (at once unless the
    * quota is low). While nothing is known of a partition, the first request goes alone and the
-   * others wait for its answer, at most 2 s, so a burst learns the quota before spending it.
+   * others wait for its answer, so a burst learns the quota before spending it; a learner
+   * unanswered after 2 s is followed by one more, never by all who wait.
    * The same holds at each reset the client waits for when the server stated no window (no
    * `w`): one request learns what is back, the others wait for its answer.
    * @param maxMs the longest this may wait, ms: a longer pacing wait is not started (the
@@ -114,21 +128,28 @@ export class Pacer {
     const budget = () => maxMs - (this.now() - started);
     for (;;) {
       let p = this.partitions.get(partition);
-      // At most 2 s for each learner's answer (one at a time, several may come in turn).
+      // At most 2 s for each learner's answer (one at a time, several may come in turn). A
+      // learner still unanswered then is followed by one more, not by everyone waiting: its
+      // partition knows no reset (nothing to wait for), so they would all leave at once.
       let learner: Promise<void> | undefined;
       let learnFrom = 0;
       while (p?.learning) {
         if (p.learning !== learner) [learner, learnFrom] = [p.learning, this.now()];
         const left = Math.min(budget(), LEARN_WAIT_MS - (this.now() - learnFrom));
-        if (left <= 0 || !(await settlesWithin(p.learning, left, signal))) break;
-        p = this.partitions.get(partition);
+        const answered = left > 0 && (await settlesWithin(p.learning, left, signal));
+        if (!answered && budget() <= 0) break;
+        const current = this.partitions.get(partition);
+        if (!answered && current === p && p.learning === learner) {
+          return this.learnAgain(p, maxMs, started);
+        }
+        p = current;
       }
       const now = this.now();
       const id = ++this.tickets;
       // Past the reset, some quota is back, but how much only the server knows (the drafts: a
       // client MUST NOT assume it is all restored): learn it again from one request.
       if (!p || (now >= p.resetAt && !p.learning)) {
-        this.open(partition, p).inFlight.set(id, now);
+        this.open(partition, maxMs, p).inFlight.set(id, now);
         return { partition, id, waitedMs: now - started };
       }
       // Most recently used last: the first in the map is the one to drop.
@@ -142,6 +163,27 @@ export class Pacer {
       }
       return this.take(p, id, now, started, budget(), signal);
     }
+  }
+
+  /**
+   * Sends one more learner in `p`, whose learner went unanswered: its answer, or the late one
+   * of the learner before it, releases those waiting.
+   */
+  private learnAgain(p: Partition, maxMs: number, started: number): Ticket {
+    const before = p.learned!;
+    let learned!: () => void;
+    p.learning = new Promise<void>((resolve) => (learned = resolve));
+    p.learned = () => {
+      before();
+      learned();
+    };
+    p.maxWaitMs = maxMs;
+    const now = this.now();
+    const id = ++this.tickets;
+    p.inFlight.set(id, now);
+    this.partitions.delete(p.name);
+    this.partitions.set(p.name, p);
+    return { partition: p.name, id, waitedMs: now - started };
   }
 
   /** Takes a unit of `p`'s quota for ticket `id`, waiting for it when it is low. */
@@ -172,7 +214,7 @@ export class Pacer {
     if (took) p.remaining--;
     // The last unit of a quota with no stated reset: probe soon rather than at the re-learn time.
     if (took && p.remaining === 0 && !p.resetStated)
-      p.resetAt = Math.min(p.resetAt, now + PROBE_MS);
+      p.resetAt = Math.min(p.resetAt, now + p.probeMs);
     p.inFlight.set(id, now);
     if (wait > 0) {
       try {
@@ -202,12 +244,23 @@ export class Pacer {
     const q = fields?.tightest;
     if (q !== undefined) {
       const reset = q.resetSeconds * 1000;
+      // A learner sent at a refined end and refused, or shown the same window: the window
+      // outlasted the whole seconds it was taken to last, so resets are taken as sent from now.
+      // Only the learner's answer tells: those after it see the same window, spent further.
+      const early = refused || (q.limit !== undefined && q.remaining !== q.limit - 1);
+      if (p.refinedEnd !== undefined && sentAt >= p.refinedEnd && early) p.noRefine = true;
+      p.refinedEnd = undefined;
       p.remaining = Math.max(0, q.remaining - this.pending(p, now));
       p.resetStated = reset > 0;
       // No reset reported (0, or X-RateLimit-* without one): with some left, nothing to wait
-      // for, only to count; with none, a probe soon (a reset never stated is never waited for).
-      p.resetAt = now + (reset > 0 ? reset : p.remaining === 0 ? PROBE_MS : RELEARN_MS);
-      const windowEnd = reset > 0 ? freshWindowEnd(q, now, sentAt) : undefined;
+      // for, only to count; with none, a probe soon (a reset never stated is never waited for),
+      // each probe that finds none left waiting twice as long for the next.
+      const spent = reset <= 0 && q.remaining === 0;
+      p.resetAt = now + (reset > 0 ? reset : p.remaining === 0 ? p.probeMs : RELEARN_MS);
+      p.probeMs = spent
+        ? Math.max(PROBE_MS, Math.min(2 * p.probeMs, MAX_PROBE_MS, p.maxWaitMs))
+        : PROBE_MS;
+      const windowEnd = reset > 0 && !p.noRefine ? freshWindowEnd(q, now, sentAt) : undefined;
       if (windowEnd !== undefined && windowEnd < p.resetAt) p.windowEnd = windowEnd;
       // The same window's reset, rounded up: keep it to the ms.
       if (p.windowEnd !== undefined && p.resetAt >= p.windowEnd && p.resetAt < p.windowEnd + 1000) {
@@ -249,7 +302,7 @@ export class Pacer {
   }
 
   /** A partition learning from one request; after `old`, keeping what outlasts a reset. */
-  private open(partition: string, old?: Partition): Partition {
+  private open(partition: string, maxWaitMs: number, old?: Partition): Partition {
     let learned!: () => void;
     const learning = new Promise<void>((resolve) => (learned = resolve));
     const p: Partition = {
@@ -263,6 +316,11 @@ export class Pacer {
       learning,
       learned,
       blindUntil: old?.blindUntil ?? 0,
+      refinedEnd:
+        old?.windowEnd !== undefined && old.resetAt === old.windowEnd ? old.resetAt : undefined,
+      noRefine: old?.noRefine ?? false,
+      probeMs: old?.probeMs ?? PROBE_MS,
+      maxWaitMs,
     };
     this.partitions.delete(partition);
     this.partitions.set(partition, p);

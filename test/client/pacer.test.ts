@@ -218,6 +218,140 @@ describe('Pacer', () => {
       expect((await probe).waitedMs).toBe(1000);
     });
 
+    it('releases one more learner, not the whole queue, when the learner at the reset is unanswered after 2 s', async () => {
+      const pacer = new Pacer();
+      pacer.observe(await pacer.reserve('a', 60_000), fields(spent));
+      const waiting = Array.from({ length: 24 }, () => pacer.reserve('a', 60_000));
+      const leave = async () => {
+        const left = [];
+        for (const w of waiting) if (await settled(w)) left.push(await w);
+        return left.map((t) => t.waitedMs);
+      };
+      await jest.advanceTimersByTimeAsync(1000);
+      expect(await leave()).toEqual([1000]);
+      // The learner sent at the reset never answers: 2 s later one more goes, the rest wait.
+      await jest.advanceTimersByTimeAsync(1999);
+      expect(await leave()).toEqual([1000]);
+      await jest.advanceTimersByTimeAsync(1);
+      const second = await waiting[1]!;
+      expect(await leave()).toEqual([1000, 3000]);
+      // Its answer: 4 left, less the first learner still in flight: the next 3 go at once.
+      await jest.advanceTimersByTimeAsync(5);
+      pacer.observe(second, fields({ ...spent, 'x-ratelimit-remaining': '4' }));
+      expect(await leave()).toEqual([1000, 3000, 3005, 3005, 3005]);
+    });
+
+    it('backs the probe of a spent quota with no reset off: 1, 2, 4, 8, 16 s, then every 30 s, and 1 s again once quota shows', async () => {
+      const pacer = new Pacer();
+      const none = () => fields({ 'x-ratelimit-limit': '5', 'x-ratelimit-remaining': '0' });
+      pacer.observe(await pacer.reserve('a', 60_000), none());
+      for (const waitMs of [1000, 2000, 4000, 8000, 16_000, 30_000, 30_000]) {
+        const probe = pacer.reserve('a', 60_000);
+        await jest.advanceTimersByTimeAsync(waitMs - 1);
+        expect(await settled(probe)).toBe(false);
+        await jest.advanceTimersByTimeAsync(1);
+        const ticket = await probe;
+        expect(ticket.waitedMs).toBe(waitMs);
+        pacer.observe(ticket, none());
+      }
+      const probe = pacer.reserve('a', 60_000);
+      await jest.advanceTimersByTimeAsync(30_000);
+      pacer.observe(
+        await probe,
+        fields({ 'x-ratelimit-limit': '5', 'x-ratelimit-remaining': '2' }),
+      );
+      const two = [pacer.reserve('a', 60_000), pacer.reserve('a', 60_000)];
+      expect((await Promise.all(two)).map((t) => t.waitedMs)).toEqual([0, 0]);
+      const third = pacer.reserve('a', 60_000);
+      await jest.advanceTimersByTimeAsync(1000);
+      expect((await third).waitedMs).toBe(1000);
+    });
+
+    it('never backs the probe off past the budget of the request that probed (maxWaitMs 5 s: 1, 2, 4, 5, 5 s)', async () => {
+      const pacer = new Pacer();
+      const none = () => fields({ 'x-ratelimit-limit': '5', 'x-ratelimit-remaining': '0' });
+      pacer.observe(await pacer.reserve('a', 5000), none());
+      for (const waitMs of [1000, 2000, 4000, 5000, 5000]) {
+        const probe = pacer.reserve('a', 5000);
+        await jest.advanceTimersByTimeAsync(waitMs);
+        const ticket = await probe;
+        expect(ticket.waitedMs).toBe(waitMs);
+        pacer.observe(ticket, none());
+      }
+    });
+
+    it('keeps reading whole-second ends window after window while they hold (1 s windows, epoch resets)', async () => {
+      jest.setSystemTime(1_800_000_000_005);
+      const pacer = new Pacer();
+      const legacy = (remaining: number, epoch: number) =>
+        fields({
+          'x-ratelimit-limit': '5',
+          'x-ratelimit-remaining': String(remaining),
+          'x-ratelimit-reset': String(epoch),
+        });
+      let learner = await pacer.reserve('a', 60_000);
+      const waited = [];
+      for (const epoch of [1_800_000_002, 1_800_000_003, 1_800_000_004]) {
+        // Each learner's window begins on its arrival and ends 1 s later, rounded up by the
+        // server to the next epoch second; answered 4 ms after the send.
+        await jest.advanceTimersByTimeAsync(4);
+        pacer.observe(learner, legacy(4, epoch));
+        const burst = await Promise.all(
+          Array.from({ length: 4 }, () => pacer.reserve('a', 60_000)),
+        );
+        for (const [i, t] of burst.entries()) pacer.observe(t, legacy(3 - i, epoch));
+        const next = pacer.reserve('a', 60_000);
+        await jest.advanceTimersByTimeAsync(1000);
+        learner = await next;
+        waited.push(learner.waitedMs);
+      }
+      expect(waited).toEqual([1000, 1000, 1000]);
+    });
+
+    it('takes resets as sent once a whole-second end read from a fresh window proved early (a 1.5 s window): one 429, not one a window', async () => {
+      jest.setSystemTime(1_800_000_000_005);
+      const pacer = new Pacer();
+      const legacy = (remaining: number, epoch: number, retryAfter?: string) =>
+        fields({
+          'x-ratelimit-limit': '5',
+          'x-ratelimit-remaining': String(remaining),
+          'x-ratelimit-reset': String(epoch),
+          ...(retryAfter === undefined ? {} : { 'retry-after': retryAfter }),
+        });
+      const window = async (epoch: number) => {
+        const burst = await Promise.all(
+          Array.from({ length: 4 }, () => pacer.reserve('a', 60_000)),
+        );
+        for (const [i, t] of burst.entries()) pacer.observe(t, legacy(3 - i, epoch));
+      };
+      const first = await pacer.reserve('a', 60_000);
+      await jest.advanceTimersByTimeAsync(4);
+      // A 1.5 s window begun on arrival (2 ms after the send), ending at 1.507 s; its end
+      // rounded up to the epoch second, 1,800,000,002. Read as a 1 s window, it would end at
+      // 1.009 s.
+      pacer.observe(first, legacy(4, 1_800_000_002));
+      await window(1_800_000_002);
+      const early = pacer.reserve('a', 60_000);
+      await jest.advanceTimersByTimeAsync(1000);
+      const learner = await early;
+      expect(learner.waitedMs).toBe(1000);
+      // Sent before the true end: refused, the window still running.
+      pacer.observe(learner, legacy(0, 1_800_000_002, '1'), true);
+      const retried = pacer.reserve('a', 60_000);
+      await jest.advanceTimersByTimeAsync(1000);
+      const retry = await retried;
+      expect(retry.waitedMs).toBe(1000);
+      // At 2.009 s a new window (to 3.509 s, reported 1,800,000,004): no longer read as 1 s
+      // (3.009 s, refused again), its reset is taken as sent, 1,991 ms away.
+      pacer.observe(retry, legacy(4, 1_800_000_004));
+      await window(1_800_000_004);
+      const next = pacer.reserve('a', 60_000);
+      await jest.advanceTimersByTimeAsync(1990);
+      expect(await settled(next)).toBe(false);
+      await jest.advanceTimersByTimeAsync(1);
+      expect((await next).waitedMs).toBe(1991);
+    });
+
     it('with no reset, probes 1 s after the last unit was taken rather than at the re-learn time', async () => {
       const pacer = new Pacer();
       pacer.observe(
