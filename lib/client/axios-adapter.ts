@@ -12,8 +12,9 @@ import {
   type PartitionOf,
   type RetryEvent,
 } from './fetch.js';
-import { Pacer, sleep, type PacingOptions, type Ticket } from './pacer.js';
+import { Pacer, type PacingOptions, type Ticket } from './pacer.js';
 import { mayRetry, resolveRetry, waitOrGiveUp, type RetryOptions } from './retry.js';
+import { sleep } from './timers.js';
 
 /**
  * Axios's own types for what passes through an adapter, left open so that every Axios 1.x

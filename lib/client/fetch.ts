@@ -1,5 +1,5 @@
 import { parseRateLimitFields, type HeadersLike, type RateLimitFields } from './fields.js';
-import { Pacer, sleep, type PacingOptions } from './pacer.js';
+import { Pacer, type PacingOptions } from './pacer.js';
 import {
   mayRetry,
   resolveRetry,
@@ -7,6 +7,7 @@ import {
   type ResolvedRetry,
   type RetryOptions,
 } from './retry.js';
+import { sleep } from './timers.js';
 
 /** What a retry is about to do; for logs and metrics. */
 export interface RetryEvent {

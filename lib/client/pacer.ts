@@ -1,4 +1,6 @@
-import type { RateLimitFields, RateLimitQuota } from './fields.js';
+import type { RateLimitFields } from './fields.js';
+import { freshWindowEnd, nextProbeMs, PROBE_MS } from './reset-estimate.js';
+import { settlesWithin, sleep } from './timers.js';
 
 /** Pacing before the wall: spacing requests out when the server says little quota is left. */
 export interface PacingOptions {
@@ -18,13 +20,6 @@ export interface PacingOptions {
  */
 const RELEARN_MS = 60_000;
 /**
- * The wait before one request probes a quota reported spent with no reset, ms; doubled after
- * each probe that finds it still spent, up to {@link MAX_PROBE_MS}.
- */
-const PROBE_MS = 1000;
-/** The longest wait between probes of a quota that stays spent with no reset, ms. */
-const MAX_PROBE_MS = 30_000;
-/**
  * Paced requests leave this much wider apart than the emission interval (w / q): exactly one
  * interval apart, every (q + 1)th lands on the edge of the server's window and may be refused.
  */
@@ -35,8 +30,6 @@ const LEARN_WAIT_MS = 2000;
 const STALE_MS = 60_000;
 /** Partitions kept; beyond, the least recently used goes. */
 const MAX_PARTITIONS = 1000;
-/** setTimeout's longest delay (2^31 − 1 ms); a longer sleep is made of several. */
-const MAX_TIMER_MS = 2_147_483_647;
 
 interface Partition {
   readonly name: string;
@@ -257,9 +250,7 @@ export class Pacer {
       // each probe that finds none left waiting twice as long for the next.
       const spent = reset <= 0 && q.remaining === 0;
       p.resetAt = now + (reset > 0 ? reset : p.remaining === 0 ? p.probeMs : RELEARN_MS);
-      p.probeMs = spent
-        ? Math.max(PROBE_MS, Math.min(2 * p.probeMs, MAX_PROBE_MS, p.maxWaitMs))
-        : PROBE_MS;
+      p.probeMs = nextProbeMs(p.probeMs, spent, p.maxWaitMs);
       const windowEnd = reset > 0 && !p.noRefine ? freshWindowEnd(q, now, sentAt) : undefined;
       if (windowEnd !== undefined && windowEnd < p.resetAt) p.windowEnd = windowEnd;
       // The same window's reset, rounded up: keep it to the ms.
@@ -332,70 +323,4 @@ export class Pacer {
     }
     return p;
   }
-}
-
-/**
- * The end of the window an answer shows begun, ms on the client's clock, or undefined. A reset
- * in whole seconds may be up to 1 s late (an epoch `X-RateLimit-Reset` is rounded up by the
- * server, and each window of 1 s would then cost 2): when no window is stated and the answer
- * shows a fresh one (all but one left, as the first request after a reset sees), the window
- * began between the send and the answer and is taken to last whole seconds. The end this
- * gives stays within the rounding, so it is never more than 1 s early; a delta reset of a
- * whole-second window gives its own end.
- */
-function freshWindowEnd(q: RateLimitQuota, now: number, sentAt: number): number | undefined {
-  if (q.windowSeconds !== undefined || q.limit === undefined || q.remaining !== q.limit - 1) {
-    return undefined;
-  }
-  const windowMs = Math.floor((now + q.resetSeconds * 1000 - sentAt) / 1000) * 1000;
-  return windowMs > 0 ? now + windowMs : undefined;
-}
-
-/** Resolves after `ms` (any length); rejects with the signal's reason at once when it aborts. */
-export async function sleep(ms: number, signal?: AbortSignal | null): Promise<void> {
-  for (let left = ms; left > 0; left -= MAX_TIMER_MS) {
-    await sleepOnce(Math.min(left, MAX_TIMER_MS), signal);
-  }
-  if (signal?.aborted) throw signal.reason as Error;
-}
-
-function sleepOnce(ms: number, signal?: AbortSignal | null): Promise<void> {
-  if (signal?.aborted) return Promise.reject(signal.reason as Error);
-  return new Promise((resolve, reject) => {
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(signal!.reason as Error);
-    };
-    const timer = setTimeout(() => {
-      signal?.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    signal?.addEventListener('abort', onAbort, { once: true });
-  });
-}
-
-/** True when `promise` settles within `ms`; false when the time runs out first. */
-function settlesWithin(
-  promise: Promise<void>,
-  ms: number,
-  signal?: AbortSignal | null,
-): Promise<boolean> {
-  if (signal?.aborted) return Promise.reject(signal.reason as Error);
-  return new Promise((resolve, reject) => {
-    const done = (value: boolean) => {
-      clearTimeout(timer);
-      signal?.removeEventListener('abort', onAbort);
-      resolve(value);
-    };
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(signal!.reason as Error);
-    };
-    const timer = setTimeout(() => done(false), ms);
-    signal?.addEventListener('abort', onAbort, { once: true });
-    promise.then(
-      () => done(true),
-      () => done(true),
-    );
-  });
 }
