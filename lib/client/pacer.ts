@@ -1,4 +1,5 @@
 import type { RateLimitFields, RateLimitQuota } from './fields.js';
+import { clientOptionError } from './option-error.js';
 
 /** Pacing before the wall: spacing requests out when the server says little quota is left. */
 export interface PacingOptions {
@@ -83,8 +84,8 @@ export class Pacer {
   ) {
     this.lowWater = options.lowWater ?? 0;
     if (!Number.isInteger(this.lowWater) || this.lowWater < 0) {
-      throw new RangeError(
-        `rate-limit client: pacing.lowWater must be an integer >= 0, got ${String(options.lowWater)}`,
+      throw clientOptionError(
+        `pacing.lowWater must be an integer >= 0, got ${String(options.lowWater)}`,
       );
     }
   }

@@ -14,6 +14,8 @@ import {
   RateLimitConfigError,
   RateLimiter,
 } from '../../lib/index.js';
+import { CLIENT_OPTION_CODE } from '../../lib/client/option-error.js';
+import { createRateLimitedFetch } from '../../lib/client/index.js';
 import { errorsAnchor, seeErrorsPage } from '../../lib/core/errors-page.js';
 import { warnIfReplaying } from '../../lib/core/stores/redis-client.js';
 
@@ -84,7 +86,8 @@ function declaredCodes(): string[] {
 describe('docs/reference/errors.md has a heading for everything lib/ reports', () => {
   it('every ERR_RATE_LIMIT_ code used in lib/ is a declared code with a heading', () => {
     const used = literals(/^ERR_RATE_LIMIT_[A-Z_]+$/);
-    const declared = declaredCodes();
+    // RateLimitConfigError's codes, and the client's, which is a RangeError's.
+    const declared = [...declaredCodes(), CLIENT_OPTION_CODE];
     expect(declared.length).toBeGreaterThan(10);
     for (const [code, files] of used) {
       expect({ code, files, declared: declared.includes(code) }).toEqual({
@@ -173,6 +176,34 @@ describe('every message ends with the link to its heading', () => {
     expect(inspect?.message).toContain(seeErrorsPage('ERR_RATE_LIMIT_STORE_UNSUPPORTED'));
     limiter.close();
     await memory.close();
+  });
+
+  it('a bad option of nest-rate-limit/client: a RangeError with its code and link', () => {
+    const thrown: unknown[] = [];
+    for (const create of [
+      () => createRateLimitedFetch({ maxAttempts: 0 }),
+      () => createRateLimitedFetch({ maxWaitMs: NaN }),
+      () => createRateLimitedFetch({ pacing: { lowWater: -1 } }),
+    ]) {
+      try {
+        create();
+      } catch (error) {
+        thrown.push(error);
+      }
+    }
+    expect(thrown.map((e) => [e instanceof RangeError, (e as RangeError).message])).toEqual(
+      [
+        'maxAttempts must be an integer >= 1, got 0',
+        'maxWaitMs must be a number >= 0, got NaN',
+        'pacing.lowWater must be an integer >= 0, got -1',
+      ].map((detail) => [
+        true,
+        `rate-limit client: ${detail} [ERR_RATE_LIMIT_CLIENT_OPTION] ${seeErrorsPage(CLIENT_OPTION_CODE)}`,
+      ]),
+    );
+    expect(thrown.map((e) => (e as { code?: string }).code)).toEqual(
+      Array(3).fill('ERR_RATE_LIMIT_CLIENT_OPTION'),
+    );
   });
 
   it('every process warning of lib/ ends with its link', () => {
