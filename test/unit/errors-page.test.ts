@@ -115,6 +115,10 @@ describe('docs/reference/errors.md has a heading for everything lib/ reports', (
     expect(warnings).toEqual(['NRL_UNSAFE_REDIS_CLIENT']);
     for (const code of warnings) expect(headings).toContain(code);
     for (const event of Object.values(RATE_LIMIT_EVENTS)) expect(headings).toContain(event);
+    // The operators' audit lines too, which are not in RATE_LIMIT_EVENTS.
+    const events = [...literals(/^rate_limit\.[a-z_]+$/).keys()];
+    expect(events).toEqual(expect.arrayContaining(['rate_limit.override_set']));
+    expect(events.filter((event) => !headings.includes(event))).toEqual([]);
   });
 
   it('every link to a heading of the page names one that exists', () => {
@@ -122,6 +126,13 @@ describe('docs/reference/errors.md has a heading for everything lib/ reports', (
     const links = [...page.matchAll(/\]\(#([^)]+)\)/g)].map((m) => m[1]!);
     expect(links.length).toBeGreaterThan(10);
     expect(links.filter((anchor) => !anchors.has(anchor))).toEqual([]);
+  });
+
+  it('the page ships in the npm package', () => {
+    const pkg = JSON.parse(readFileSync(new URL('package.json', root), 'utf8')) as {
+      files: string[];
+    };
+    expect(pkg.files).toContain('docs');
   });
 
   it('anchors are GitHub heading anchors: lower case, dots dropped', () => {
@@ -204,6 +215,35 @@ describe('every message ends with the link to its heading', () => {
     expect(thrown.map((e) => (e as { code?: string }).code)).toEqual(
       Array(3).fill('ERR_RATE_LIMIT_CLIENT_OPTION'),
     );
+  });
+
+  it('every warning logged by lib/ names its heading', () => {
+    const sites = [
+      ...calls('this.logger.warn'),
+      ...calls('logger.warn'),
+      ...calls('this.logger().warn'),
+    ];
+    expect(sites.length).toBeGreaterThan(5);
+    // Lines that do not build their link in the call itself, and why.
+    const allowed: [file: string, text: string][] = [
+      // Event lines whose fields, built just before, end with `docs` (see events.test.ts).
+      ['lib/nest/observability/events.ts', '${event} ${JSON.stringify(fields)}'],
+      [
+        'lib/nest/observability/events.ts',
+        '${RATE_LIMIT_EVENTS.unenforced} ${JSON.stringify(fields)}',
+      ],
+      ['lib/nest/module/redis-client.ts', 'rate_limit.redis_unreachable ${JSON.stringify(fields)}'],
+      // rate_limit.blocked and shadow_blocked: written under normal traffic, kept short.
+      ['lib/nest/observability/events.ts', '${event} ${JSON.stringify({ ...fields, count'],
+      // The @nestjs/throttler drop-in keeps the throttler's own message.
+      ['lib/throttler/guard.ts', 'No throttlers are configured'],
+    ];
+    const unlinked = sites.filter((site) => !/seeErrorsPage\(|errorsLink\(/.test(site.text));
+    const unexplained = unlinked.filter(
+      (site) => !allowed.some(([file, text]) => site.file === file && site.text.includes(text)),
+    );
+    expect(unexplained.map((site) => `${site.file}: ${site.text}`)).toEqual([]);
+    expect(unlinked).toHaveLength(allowed.length);
   });
 
   it('every process warning of lib/ ends with its link', () => {

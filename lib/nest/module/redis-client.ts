@@ -1,6 +1,6 @@
 import type { Logger } from '@nestjs/common';
 import type { Cluster, Redis, RedisOptions } from 'ioredis';
-import { errorsLink } from '../../core/errors-page.js';
+import { errorsLink, seeErrorsPage } from '../../core/errors-page.js';
 
 /** Whether `redis` is a client of the app's (ioredis `Redis` or `Cluster`), not a URL or options. */
 export function isClient(redis: unknown): redis is Redis | Cluster {
@@ -57,7 +57,7 @@ export async function connect(
   clearTimeout(timer);
   if (!waited)
     logger.warn(
-      `Redis not reachable within ${waitMs} ms: starting anyway; limits apply once it is`,
+      `Redis not reachable within ${waitMs} ms: starting anyway; limits apply once it is ${seeErrorsPage('rate_limit.redis_unreachable')}`,
     );
   return client;
 }
