@@ -105,7 +105,7 @@ function signalOf(config: AxiosLikeConfig): AbortSignal | undefined {
  * wait rejects with Axios's own `CanceledError`, the request not sent again. A status the
  * instance's `validateStatus` accepts is returned (and paced by), not retried.
  * @returns a function that puts the instance's adapter back (when this one is still in place)
- * @throws {RangeError} for an invalid option
+ * @throws {RangeError} `ERR_RATE_LIMIT_CLIENT_OPTION` for an invalid option
  */
 export function rateLimitInterceptor(
   axios: AxiosLikeInstance,

@@ -74,7 +74,7 @@ export type RateLimitedFetch = (input: FetchInput, init?: RequestInit) => Promis
  * attempt but the last). Responses with other statuses, network errors and aborts are
  * returned or thrown as `fetch` does. A wait ends at once when the request's `signal` aborts
  * (rejecting with its reason).
- * @throws {RangeError} at creation, for an invalid option
+ * @throws {RangeError} `ERR_RATE_LIMIT_CLIENT_OPTION` at creation, for an invalid option
  * @throws {RateLimitedError} (the promise rejects) when it gives up on a refused request; the
  *   last response is on the error, its body unread
  */

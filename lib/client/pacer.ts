@@ -1,4 +1,5 @@
 import type { RateLimitFields } from './fields.js';
+import { clientOptionError } from './option-error.js';
 import { freshWindowEnd, nextProbeMs, PROBE_MS } from './reset-estimate.js';
 import { settlesWithin, sleep } from './timers.js';
 
@@ -89,8 +90,8 @@ export class Pacer {
   ) {
     this.lowWater = options.lowWater ?? 0;
     if (!Number.isInteger(this.lowWater) || this.lowWater < 0) {
-      throw new RangeError(
-        `rate-limit client: pacing.lowWater must be an integer >= 0, got ${String(options.lowWater)}`,
+      throw clientOptionError(
+        `pacing.lowWater must be an integer >= 0, got ${String(options.lowWater)}`,
       );
     }
   }

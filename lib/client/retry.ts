@@ -1,4 +1,5 @@
 import type { RateLimitFields } from './fields.js';
+import { clientOptionError } from './option-error.js';
 
 /** When and how long to wait before sending a refused request again. Durations in **ms**. */
 export interface RetryOptions {
@@ -37,7 +38,7 @@ const MAX_WAIT_MS = 2_147_483_647;
 
 /**
  * Options with their defaults, checked.
- * @throws {RangeError} when a number is negative, not finite, or `maxAttempts` is below 1
+ * @throws {RangeError} `ERR_RATE_LIMIT_CLIENT_OPTION` when a number is negative, not finite, or `maxAttempts` is below 1
  */
 export function resolveRetry(options: RetryOptions = {}): ResolvedRetry {
   const r: ResolvedRetry = {
@@ -52,20 +53,16 @@ export function resolveRetry(options: RetryOptions = {}): ResolvedRetry {
   };
   for (const key of ['maxWaitMs', 'baseDelayMs', 'maxDelayMs', 'jitterMs'] as const) {
     if (!Number.isFinite(r[key]) || r[key] < 0) {
-      throw new RangeError(
-        `rate-limit client: ${key} must be a number >= 0, got ${String(r[key])}`,
-      );
+      throw clientOptionError(`${key} must be a number >= 0, got ${String(r[key])}`);
     }
   }
   if (r.maxWaitMs > MAX_WAIT_MS) {
-    throw new RangeError(
-      `rate-limit client: maxWaitMs must be at most ${MAX_WAIT_MS} (24.8 days), got ${r.maxWaitMs}`,
+    throw clientOptionError(
+      `maxWaitMs must be at most ${MAX_WAIT_MS} (24.8 days), got ${r.maxWaitMs}`,
     );
   }
   if (!Number.isInteger(r.maxAttempts) || r.maxAttempts < 1) {
-    throw new RangeError(
-      `rate-limit client: maxAttempts must be an integer >= 1, got ${String(r.maxAttempts)}`,
-    );
+    throw clientOptionError(`maxAttempts must be an integer >= 1, got ${String(r.maxAttempts)}`);
   }
   return r;
 }

@@ -135,7 +135,7 @@ function parseOverrideValue(value: string, nowMs: number) {
 
 /**
  * Checks a `ttlMs`: an integer number of ms from 1 to 2^31-1.
- * @throws {RateLimitConfigError} `ERR_RATE_LIMIT_OPTION`
+ * @throws {RateLimitConfigError} `ERR_RATE_LIMIT_CONTROL`
  */
 export function checkTtlMs(ttlMs: unknown, where?: string): asserts ttlMs is number {
   if (
@@ -144,7 +144,7 @@ export function checkTtlMs(ttlMs: unknown, where?: string): asserts ttlMs is num
     (ttlMs as number) > MAX_CONTROL_TTL_MS
   ) {
     throw new RateLimitConfigError(
-      'ERR_RATE_LIMIT_OPTION',
+      'ERR_RATE_LIMIT_CONTROL',
       `invalid ttlMs ${quote(ttlMs)}: expected an integer number of ms from 1 to 2^31-1`,
       where,
     );
@@ -153,12 +153,12 @@ export function checkTtlMs(ttlMs: unknown, where?: string): asserts ttlMs is num
 
 /**
  * Checks a reason: a string of 1 to 200 characters, not only blanks.
- * @throws {RateLimitConfigError} `ERR_RATE_LIMIT_OPTION`
+ * @throws {RateLimitConfigError} `ERR_RATE_LIMIT_CONTROL`
  */
 export function checkReason(reason: unknown, where?: string): asserts reason is string {
   if (typeof reason !== 'string' || reason.trim() === '' || reason.length > MAX_REASON_LENGTH) {
     throw new RateLimitConfigError(
-      'ERR_RATE_LIMIT_OPTION',
+      'ERR_RATE_LIMIT_CONTROL',
       `invalid reason ${quote(typeof reason === 'string' && reason.length > 40 ? `${reason.slice(0, 40)}…` : reason)}: expected a non-empty string of at most ${MAX_REASON_LENGTH} characters`,
       where,
     );
@@ -171,14 +171,14 @@ const MAX_ACTOR_LENGTH = 200;
 /**
  * Checks who made a control change (for the audit line): absent, or 1 to 200 printable
  * characters.
- * @throws {RateLimitConfigError} `ERR_RATE_LIMIT_OPTION`
+ * @throws {RateLimitConfigError} `ERR_RATE_LIMIT_CONTROL`
  */
 export function checkActor(actor: unknown, where?: string): asserts actor is string | undefined {
   if (actor === undefined) return;
   // eslint-disable-next-line no-control-regex
   if (typeof actor !== 'string' || !/^[^\u0000-\u001f\u007f]{1,200}$/.test(actor)) {
     throw new RateLimitConfigError(
-      'ERR_RATE_LIMIT_OPTION',
+      'ERR_RATE_LIMIT_CONTROL',
       `invalid actor ${quote(actor)}: expected 1 to ${MAX_ACTOR_LENGTH} printable characters`,
       where,
     );

@@ -1,8 +1,10 @@
 import type { KnownRefusal } from './decision.js';
+import { seeErrorsPage } from './errors-page.js';
 
 /**
- * Stable error codes, one per kind of misconfiguration. Users search for the code;
- * the README lists every one of them.
+ * Stable error codes, one per kind of misconfiguration, each a heading of
+ * `docs/reference/errors.md` (what it means, the usual cause, the fix). Users search for
+ * the code.
  */
 export type RateLimitErrorCode =
   | 'ERR_RATE_LIMIT_RATE'
@@ -14,15 +16,36 @@ export type RateLimitErrorCode =
   | 'ERR_RATE_LIMIT_NAME'
   | 'ERR_RATE_LIMIT_SCOPE'
   | 'ERR_RATE_LIMIT_DUPLICATE_POLICY'
-  | 'ERR_RATE_LIMIT_OPTION';
+  /** A bad option of `RateLimitModule.forRoot`/`forRootAsync` or of `RateLimiter`. */
+  | 'ERR_RATE_LIMIT_OPTION'
+  /** A bad option of a policy (`@RateLimit`, `byTier`, the module's `default`) beside its rate. */
+  | 'ERR_RATE_LIMIT_POLICY_OPTION'
+  /** A bad option of a store (`MemoryStore`, `RedisStore`, the throttler drop-in's storage). */
+  | 'ERR_RATE_LIMIT_STORE_OPTION'
+  /** A feature asked of a store that does not implement it (`refund`, `release`, `inspect`, `control`). */
+  | 'ERR_RATE_LIMIT_STORE_UNSUPPORTED'
+  /** A bad `graphql` option of the module. */
+  | 'ERR_RATE_LIMIT_GRAPHQL_OPTION'
+  /** An option that needs an optional peer dependency that is not installed. */
+  | 'ERR_RATE_LIMIT_PEER_DEPENDENCY'
+  /** A key function or `keys.user` selector that returned no identity (at request time). */
+  | 'ERR_RATE_LIMIT_IDENTITY'
+  /** A bad argument to an override or exemption (`RateLimitService`, the admin endpoints). */
+  | 'ERR_RATE_LIMIT_CONTROL'
+  /** A bad option of `RateLimitAdminModule`. */
+  | 'ERR_RATE_LIMIT_ADMIN_OPTION';
 
 /**
  * Thrown for a configuration that can never work: a bad rate string, algorithm, burst,
- * cost, policy name or scope. Raised when a policy is defined (decorators: when the class
- * is defined; module and limiter options: at bootstrap), never while serving a request.
+ * cost, policy name or scope, a bad option. Raised when a policy is defined (decorators:
+ * when the class is defined; module and limiter options: at bootstrap), never into a
+ * request: what a user function returns while serving one (`ERR_RATE_LIMIT_IDENTITY`, a
+ * rate or cost function's answer) is logged as `rate_limit.config_error` instead.
  *
- * The message quotes the offending value and names where it came from
- * (e.g. `ReportsController.export`).
+ * The message quotes the offending value, names where it came from
+ * (e.g. `ReportsController.export`), and ends with the code and the link to its heading:
+ * `… (in ReportsController.export) [ERR_RATE_LIMIT_RATE] (see
+ * docs/reference/errors.md#err_rate_limit_rate in the nest-rate-limit package)`.
  */
 export class RateLimitConfigError extends Error {
   override readonly name = 'RateLimitConfigError';
@@ -35,7 +58,7 @@ export class RateLimitConfigError extends Error {
     /** Where the bad value came from, e.g. `ReportsController.export`, if known. */
     readonly where?: string,
   ) {
-    super(where ? `${detail} (in ${where}) [${code}]` : `${detail} [${code}]`);
+    super(`${detail}${where ? ` (in ${where})` : ''} [${code}] ${seeErrorsPage(code)}`);
   }
 }
 

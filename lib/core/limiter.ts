@@ -147,7 +147,7 @@ export class RateLimiter {
    * `indexes` (default: all), atomically, one store call per identity: never more than it
    * spent, never below empty, nothing for a window that has passed.
    * @returns how many policies got something back
-   * @throws {RateLimitConfigError} `ERR_RATE_LIMIT_OPTION` when the store has no `refund`
+   * @throws {RateLimitConfigError} `ERR_RATE_LIMIT_STORE_UNSUPPORTED` when the store has no `refund`
    * @throws {RateLimitBackendError} when the store fails or exceeds `timeoutMs`
    */
   refund(spending: Spending, indexes?: readonly number[]): Promise<number> {
@@ -164,7 +164,7 @@ export class RateLimiter {
    * @param takenAt when the leases were taken, in ms on `Date.now()` (default: now): a kept
    *   lease is dropped `leaseMs` after it
    * @returns how many slots were freed
-   * @throws {RateLimitConfigError} `ERR_RATE_LIMIT_OPTION` when the store has no `release`
+   * @throws {RateLimitConfigError} `ERR_RATE_LIMIT_STORE_UNSUPPORTED` when the store has no `release`
    * @throws {RateLimitBackendError} when the store fails or exceeds `timeoutMs` (the leases
    *   are kept for a retry all the same)
    */
@@ -228,7 +228,7 @@ export class RateLimiter {
    *
    * On Redis the keys are found like {@link RateLimiter.reset} finds them (SCAN on a
    * standalone server; on Cluster only the identity's slot), then read in one script call.
-   * @throws {RateLimitConfigError} `ERR_RATE_LIMIT_OPTION` when the store has no `inspect`
+   * @throws {RateLimitConfigError} `ERR_RATE_LIMIT_STORE_UNSUPPORTED` when the store has no `inspect`
    * @throws {RateLimitBackendError} when the store fails or takes more than 30 s
    */
   async inspect(identity: string, options: InspectOptions = {}): Promise<InspectedPolicy[]> {
@@ -237,7 +237,7 @@ export class RateLimiter {
     const store = this.store;
     if (typeof store.inspect !== 'function') {
       throw new RateLimitConfigError(
-        'ERR_RATE_LIMIT_OPTION',
+        'ERR_RATE_LIMIT_STORE_UNSUPPORTED',
         'this rate-limit store cannot inspect: implement RateLimitStore.inspect',
         'RateLimiter.inspect',
       );

@@ -106,12 +106,13 @@ const SCOPE_PATTERN = /^[A-Za-z0-9_.\-/]{1,128}$/;
  *
  * @param where where it came from, quoted in errors (e.g. `ReportsController.export`)
  * @throws {RateLimitConfigError} with code `ERR_RATE_LIMIT_RATE`, `_ALGORITHM`, `_BURST`,
- *   `_COST`, `_NAME` or `_SCOPE`, quoting the offending value
+ *   `_COST`, `_NAME` or `_SCOPE`, quoting the offending value; `ERR_RATE_LIMIT_POLICY_OPTION`
+ *   for a policy that is no object
  */
 export function resolvePolicy(input: PolicyInput, where?: string): Policy {
   if (input === null || typeof input !== 'object') {
     throw new RateLimitConfigError(
-      'ERR_RATE_LIMIT_OPTION',
+      'ERR_RATE_LIMIT_POLICY_OPTION',
       `invalid policy ${quote(input)}: expected { rate, ... }`,
       where,
     );

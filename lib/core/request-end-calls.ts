@@ -44,7 +44,7 @@ export function refundCall(
 ): Promise<number> {
   if (typeof store.refund !== 'function') {
     throw new RateLimitConfigError(
-      'ERR_RATE_LIMIT_OPTION',
+      'ERR_RATE_LIMIT_STORE_UNSUPPORTED',
       'this rate-limit store cannot refund: implement RateLimitStore.refund',
       'RateLimiter.refund',
     );
@@ -75,7 +75,7 @@ export function releaseCall(
 ): Promise<number> {
   if (typeof store.release !== 'function') {
     throw new RateLimitConfigError(
-      'ERR_RATE_LIMIT_OPTION',
+      'ERR_RATE_LIMIT_STORE_UNSUPPORTED',
       'this rate-limit store cannot release concurrency slots: implement RateLimitStore.release',
       'RateLimiter.release',
     );

@@ -1,6 +1,7 @@
 import { ALGORITHM_IMPLS } from './algorithms/index.js';
 import { newLeaseId } from './concurrency.js';
 import { quote, RateLimitConfigError } from './errors.js';
+import { seeErrorsPage } from './errors-page.js';
 import { policyKey } from './keys.js';
 import {
   checkCost,
@@ -40,7 +41,12 @@ export function storePoliciesOf(
   for (let i = 0; i < entries.length; i++) {
     const { identity, policy: input, cost: entryCost, scope: entryScope } = entries[i]!;
     if (typeof identity !== 'string') {
-      throw new TypeError(`rate-limit identity must be a string, got ${quote(identity)}`);
+      throw Object.assign(
+        new TypeError(
+          `rate-limit identity must be a string, got ${quote(identity)} [ERR_RATE_LIMIT_IDENTITY] ${seeErrorsPage('ERR_RATE_LIMIT_IDENTITY')}`,
+        ),
+        { code: 'ERR_RATE_LIMIT_IDENTITY' },
+      );
     }
     const policy = toPolicy(input);
     if (entryScope !== undefined) checkScope(entryScope);

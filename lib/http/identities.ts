@@ -35,7 +35,7 @@ export function defaultUserId(user: unknown): unknown {
  * `user:<id>` of an authenticated user (on HTTP `request.user`, wherever the transport keeps
  * it), or undefined for an anonymous call. An id is a string, a number, a bigint, or an
  * object that spells itself (a MongoDB `ObjectId`, a UUID class: its own `toString`).
- * @throws {RateLimitConfigError} `ERR_RATE_LIMIT_OPTION` for a user whose id is none of
+ * @throws {RateLimitConfigError} `ERR_RATE_LIMIT_IDENTITY` for a user whose id is none of
  *   those (a plain object, a boolean): the key then falls back to the IP, logged as
  *   `rate_limit.config_error`, rather than silently
  */
@@ -52,7 +52,7 @@ export function userIdentity(
   const spelled = spelledId(id);
   if (spelled !== undefined) return `user:${spelled}`;
   throw new RateLimitConfigError(
-    'ERR_RATE_LIMIT_OPTION',
+    'ERR_RATE_LIMIT_IDENTITY',
     `the user's id is ${quote(id)}, which spells no identity: give keys.user a selector that returns a string`,
   );
 }

@@ -1,4 +1,5 @@
 import type { Logger } from '@nestjs/common';
+import { errorsLink } from '../core/errors-page.js';
 import { RateLimitBackendError, RateLimitConfigError } from '../core/errors.js';
 
 /** How often, at most, each kind of failure is logged, in **ms**. */
@@ -32,6 +33,8 @@ export class ThrottlerFailures {
     const now = Date.now();
     if (now - (this.loggedAt.get(event) ?? -Infinity) < LOG_EVERY_MS) return;
     this.loggedAt.set(event, now);
-    this.logger().warn(`${event} ${JSON.stringify(detail)}: admitted`);
+    this.logger().warn(
+      `${event} ${JSON.stringify({ ...detail, docs: errorsLink(event) })}: admitted`,
+    );
   }
 }

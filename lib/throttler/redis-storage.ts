@@ -40,7 +40,7 @@ export interface RateLimitRedisStorageOptions {
  * `redis` is a URL or ioredis options (the storage connects when the module starts and
  * disconnects on shutdown), or an ioredis `Redis` or `Cluster` client of yours (never closed
  * by the storage). Needs `ioredis` installed.
- * @throws {RateLimitConfigError} `ERR_RATE_LIMIT_OPTION` when `redis` is none of these
+ * @throws {RateLimitConfigError} `ERR_RATE_LIMIT_STORE_OPTION` when `redis` is none of these
  *   (undefined: an environment variable that is not set)
  */
 export class RateLimitRedisStorage
@@ -63,7 +63,7 @@ export class RateLimitRedisStorage
       redis === ''
     ) {
       throw new RateLimitConfigError(
-        'ERR_RATE_LIMIT_OPTION',
+        'ERR_RATE_LIMIT_STORE_OPTION',
         `invalid redis ${quote(redis)}: expected a Redis URL, ioredis options, or a Redis or Cluster client (an unset environment variable?)`,
         'RateLimitRedisStorage',
       );

@@ -18,10 +18,12 @@ import {
   ConcurrencyLimit,
   controlKey,
   keys,
+  MemoryStore,
   RateLimit,
   RateLimitAdminModule,
   RateLimitModule,
   SkipRateLimit,
+  type RateLimitStore,
 } from '../../lib/index.js';
 import { disconnect, newRedis, redisUrl } from '../harness/redis.js';
 import {
@@ -319,6 +321,8 @@ describe.each(PLATFORMS)('admin endpoints on %s', (platform: Platform) => {
       const reply = await call(method, p, body);
       expect([method, p, reply.status]).toEqual([method, p, 400]);
       expect(String(reply.body.message)).toMatch(message);
+      // The caller gets the detail; the link to the error reference is for the server's logs.
+      expect(String(reply.body.message)).not.toContain('docs/reference/errors.md');
     }
     expect(await redis.exists(controlKey(prefix, 'user:ops-2'))).toBe(0);
   });
@@ -331,11 +335,70 @@ describe.each(PLATFORMS)('admin endpoints on %s', (platform: Platform) => {
   });
 });
 
+describe.each(PLATFORMS)('admin endpoints over a store of your own on %s', (platform) => {
+  const memory = new MemoryStore();
+  let url: string;
+  let close: () => Promise<void>;
+
+  beforeAll(async () => {
+    // A store with neither `inspect` nor `control` (ERR_RATE_LIMIT_STORE_UNSUPPORTED); the
+    // endpoints' own limit on failed authentications needs its `refund`.
+    const store: RateLimitStore = {
+      consume: (policies) => memory.consume(policies),
+      refund: (refunds) => memory.refund(refunds),
+      deleteByPrefix: (prefix) => memory.deleteByPrefix(prefix),
+    };
+    @Module({
+      imports: [
+        RateLimitModule.forRoot({ store, default: '100/h' }),
+        RateLimitAdminModule.forRoot({ guards: [TokenGuard] }),
+      ],
+    })
+    class OwnStoreApp {}
+    ({ url, close } = await listening(platform, OwnStoreApp, new CapturingLogger()));
+  });
+  afterAll(async () => {
+    await close?.();
+    await memory.close();
+  });
+
+  it('what the store cannot do answers 501 with the detail, not 400', async () => {
+    const replies = await Promise.all(
+      [
+        ['GET', '/user%3A1'],
+        ['PUT', '/user%3A1/exemption', { ttlMs: 1000, reason: 'r' }],
+      ].map(async ([method, path, body]) => {
+        const response = await fetch(`${url}/rate-limit${path as string}`, {
+          method: method as string,
+          headers: { ...AUTH, 'content-type': 'application/json' },
+          body: body === undefined ? undefined : JSON.stringify(body),
+        });
+        return [response.status, ((await response.json()) as { message: string }).message];
+      }),
+    );
+    expect(replies).toEqual([
+      [501, 'this rate-limit store cannot inspect: implement RateLimitStore.inspect'],
+      [
+        501,
+        'this rate-limit store keeps no overrides or exemptions: implement RateLimitStore.control',
+      ],
+    ]);
+  });
+});
+
 describe('RateLimitAdminModule.forRoot', () => {
   it('refuses to mount without guards', () => {
-    expect(() => RateLimitAdminModule.forRoot({} as never)).toThrow(/invalid guards undefined/);
+    expect(() => RateLimitAdminModule.forRoot({} as never)).toThrow(
+      expect.objectContaining({
+        code: 'ERR_RATE_LIMIT_ADMIN_OPTION',
+        message: expect.stringMatching(/^invalid guards undefined/),
+      }),
+    );
     expect(() => RateLimitAdminModule.forRoot({ guards: [TokenGuard], path: 'a b' })).toThrow(
-      /invalid path/,
+      expect.objectContaining({
+        code: 'ERR_RATE_LIMIT_ADMIN_OPTION',
+        message: expect.stringMatching(/^invalid path "a b"/),
+      }),
     );
     expect(RateLimitAdminModule.forRoot({ guards: [] }).controllers).toHaveLength(1);
   });

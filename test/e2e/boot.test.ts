@@ -64,7 +64,10 @@ describe.each(PLATFORMS)('Redis down at boot, on %s', (platform) => {
 
   it('starts anyway, within the bounded wait for the first connection', () => {
     expect(bootMs).toBeLessThan(5000);
-    expect(logger.matching('Redis not reachable within 200 ms')).toHaveLength(1);
+    expect(logger.matching('Redis not reachable within 200 ms')).toEqual([
+      'Redis not reachable within 200 ms: starting anyway; limits apply once it is ' +
+        '(see docs/reference/errors.md#rate_limitredis_unreachable in the nest-rate-limit package)',
+    ]);
   });
 
   it('serves fail-open routes and answers 503 on fail-closed ones, logging the cause once', async () => {
@@ -75,7 +78,12 @@ describe.each(PLATFORMS)('Redis down at boot, on %s', (platform) => {
     expect(closed.status).toBe(503);
     expect(closed.headers.get('retry-after')).toBe('1');
     expect(logger.matching('rate_limit.backend_error')).toHaveLength(1);
-    expect(logger.matching('rate_limit.redis_unreachable')).toHaveLength(1);
+    const unreachable = logger.matching('rate_limit.redis_unreachable {');
+    expect(unreachable).toHaveLength(1);
+    expect(JSON.parse(unreachable[0]!.slice(unreachable[0]!.indexOf('{')))).toEqual({
+      message: expect.any(String),
+      docs: 'docs/reference/errors.md#rate_limitredis_unreachable',
+    });
   });
 
   it('starts limiting once Redis appears, without a restart', async () => {

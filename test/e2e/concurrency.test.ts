@@ -298,7 +298,7 @@ describe('a store without release', () => {
       deleteByPrefix: (prefix) => memory.deleteByPrefix(prefix),
     };
     await expect(createApp('express', { store }, [SlotsController])).rejects.toThrow(
-      'a concurrency limit needs a store that can release: implement RateLimitStore.release (in SlotsController.held) [ERR_RATE_LIMIT_OPTION]',
+      'a concurrency limit needs a store that can release: implement RateLimitStore.release (in SlotsController.held) [ERR_RATE_LIMIT_STORE_UNSUPPORTED]',
     );
     await memory.close();
   });
@@ -332,7 +332,7 @@ describe('a store without refund', () => {
 
   it("fails at bootstrap for a per-user policy behind a route's guard, whose address budget is refunded", async () => {
     await expect(createApp('express', { store }, [AccountController])).rejects.toThrow(
-      'count by outcome needs a store that can refund: implement RateLimitStore.refund (in AccountController.me) [ERR_RATE_LIMIT_OPTION]',
+      'count by outcome needs a store that can refund: implement RateLimitStore.refund (in AccountController.me) [ERR_RATE_LIMIT_STORE_UNSUPPORTED]',
     );
   });
 

@@ -394,6 +394,7 @@ describe('a throwing onDecision', () => {
           count: 1,
           route: 'onDecision',
           message: 'hook exploded',
+          docs: 'docs/reference/errors.md#rate_limitconfig_error',
         });
       } finally {
         await reference.close();
@@ -458,12 +459,12 @@ describe('bootstrap', () => {
   };
   const quiet = { warn: () => undefined } as never;
 
-  it('fails with ERR_RATE_LIMIT_OPTION, saying to install prom-client, when metrics is set and it cannot be loaded', async () => {
+  it('fails with ERR_RATE_LIMIT_PEER_DEPENDENCY, saying to install prom-client, when metrics is set and it cannot be loaded', async () => {
     const failure = await createResources({ store: 'memory', metrics: true }, quiet, missing).catch(
       (error: unknown) => error,
     );
     expect(failure).toBeInstanceOf(RateLimitConfigError);
-    expect(failure).toMatchObject({ code: 'ERR_RATE_LIMIT_OPTION' });
+    expect(failure).toMatchObject({ code: 'ERR_RATE_LIMIT_PEER_DEPENDENCY' });
     expect((failure as Error).message).toContain('npm install prom-client');
     expect((failure as Error).message).toContain("Cannot find package 'prom-client'");
   });

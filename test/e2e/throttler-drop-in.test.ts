@@ -306,6 +306,10 @@ describe('when Redis fails', () => {
     );
     expect(await statuses(get, '/cats', 3)).toEqual([200, 200, 200]);
     expect(warnings).toHaveLength(1);
-    expect(warnings[0]).toMatch(/^rate_limit\.backend_error/);
+    expect(warnings[0]).toMatch(/^rate_limit\.backend_error \{/);
+    // The line names its heading in the error reference; `: admitted` still ends it.
+    expect(warnings[0]).toMatch(
+      /,"docs":"docs\/reference\/errors\.md#rate_limitbackend_error"\}: admitted$/,
+    );
   });
 });

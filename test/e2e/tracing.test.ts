@@ -330,7 +330,7 @@ describe('loading @opentelemetry/api', () => {
     await resources.store.close?.();
   });
 
-  it('tracing: true fails the start with ERR_RATE_LIMIT_OPTION when it is missing, or older than 1.2', async () => {
+  it('tracing: true fails the start with ERR_RATE_LIMIT_PEER_DEPENDENCY when it is missing, or older than 1.2', async () => {
     for (const [load, why] of [
       [missing, "Cannot find package '@opentelemetry/api'"],
       [() => Promise.resolve({ trace: {} }), 'it has no trace.getActiveSpan'],
@@ -342,7 +342,7 @@ describe('loading @opentelemetry/api', () => {
         load,
       ).catch((error: unknown) => error);
       expect(failure).toBeInstanceOf(RateLimitConfigError);
-      expect(failure).toMatchObject({ code: 'ERR_RATE_LIMIT_OPTION' });
+      expect(failure).toMatchObject({ code: 'ERR_RATE_LIMIT_PEER_DEPENDENCY' });
       expect((failure as Error).message).toContain(
         'tracing true needs the optional peer dependency @opentelemetry/api: install it (npm install @opentelemetry/api)',
       );

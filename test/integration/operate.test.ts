@@ -196,19 +196,19 @@ describe.each([memoryKind, standaloneKind])('operating %p', (makeKind: () => Sto
       [() => service.setOverride('u', 'a b', '1/m', ok), 'ERR_RATE_LIMIT_SCOPE'],
       [() => service.setOverride('u', '*', '1/m', { ...ok, policy: 'x:y' }), 'ERR_RATE_LIMIT_NAME'],
       [() => service.setOverride('u', '*', '1/m', { ...ok, burst: 0 }), 'ERR_RATE_LIMIT_BURST'],
-      [() => service.setOverride('u', '*', '1/m', { ...ok, ttlMs: 0 }), 'ERR_RATE_LIMIT_OPTION'],
+      [() => service.setOverride('u', '*', '1/m', { ...ok, ttlMs: 0 }), 'ERR_RATE_LIMIT_CONTROL'],
       [
         () => service.setOverride('u', '*', '1/m', { ...ok, ttlMs: 2 ** 31 }),
-        'ERR_RATE_LIMIT_OPTION',
+        'ERR_RATE_LIMIT_CONTROL',
       ],
-      [() => service.setOverride('u', '*', '1/m', { ...ok, ttlMs: 1.5 }), 'ERR_RATE_LIMIT_OPTION'],
-      [() => service.setOverride('u', '*', '1/m', { ...ok, reason: '' }), 'ERR_RATE_LIMIT_OPTION'],
+      [() => service.setOverride('u', '*', '1/m', { ...ok, ttlMs: 1.5 }), 'ERR_RATE_LIMIT_CONTROL'],
+      [() => service.setOverride('u', '*', '1/m', { ...ok, reason: '' }), 'ERR_RATE_LIMIT_CONTROL'],
       [
         () => service.setOverride('u', '*', '1/m', { ...ok, reason: 'x'.repeat(201) }),
-        'ERR_RATE_LIMIT_OPTION',
+        'ERR_RATE_LIMIT_CONTROL',
       ],
-      [() => service.exempt('', ok), 'ERR_RATE_LIMIT_OPTION'],
-      [() => service.exempt('u', { ttlMs: -1, reason: 'r' }), 'ERR_RATE_LIMIT_OPTION'],
+      [() => service.exempt('', ok), 'ERR_RATE_LIMIT_CONTROL'],
+      [() => service.exempt('u', { ttlMs: -1, reason: 'r' }), 'ERR_RATE_LIMIT_CONTROL'],
     ];
     for (const [call, code] of bad) await expect(call()).rejects.toMatchObject({ code });
     expect(await service.listOverrides('u')).toEqual({ overrides: [] });

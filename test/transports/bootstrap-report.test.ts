@@ -152,6 +152,7 @@ function unenforced(logger: CapturingLogger): { route: string; reason: string }[
   return logger
     .matching('rate_limit.unenforced ')
     .map((line) => JSON.parse(line.slice(line.indexOf('{'))) as { route: string; reason: string })
+    .map(({ route, reason }) => ({ route, reason }))
     .sort((a, b) => a.route.localeCompare(b.route));
 }
 

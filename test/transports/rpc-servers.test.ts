@@ -30,7 +30,8 @@ const readme = readFileSync(new URL('../../docs/guides/microservices.md', import
 function unenforced(logger: CapturingLogger): { route: string; reason: string }[] {
   return logger
     .matching('rate_limit.unenforced ')
-    .map((line) => JSON.parse(line.slice(line.indexOf('{'))) as { route: string; reason: string });
+    .map((line) => JSON.parse(line.slice(line.indexOf('{'))) as { route: string; reason: string })
+    .map(({ route, reason }) => ({ route, reason }));
 }
 
 /** What `send()` gave: the answer, or the error its observable raised. */

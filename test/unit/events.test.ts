@@ -5,7 +5,13 @@
  */
 import { describe, expect, it } from '@jest/globals';
 import type { Logger } from '@nestjs/common';
-import { RATE_LIMIT_EVENTS, type BlockedDetail } from '../../lib/index.js';
+import { readFileSync } from 'node:fs';
+import {
+  RATE_LIMIT_EVENTS,
+  RateLimitBackendError,
+  RateLimitConfigError,
+  type BlockedDetail,
+} from '../../lib/index.js';
 import { hashIdentity, RateLimitEvents } from '../../lib/nest/observability/events.js';
 
 function setup() {
@@ -177,5 +183,82 @@ describe('rate_limit.shadow_blocked', () => {
       'rate_limit.blocked',
       'rate_limit.shadow_blocked',
     ]);
+  });
+});
+
+describe('the lines that call for action link their heading in docs/reference/errors.md', () => {
+  const page = readFileSync(new URL('../../docs/reference/errors.md', import.meta.url), 'utf8');
+  const parse = (line: string) =>
+    JSON.parse(line.slice(line.indexOf('{'))) as Record<string, unknown>;
+
+  it('backend_error, config_error, insurance and unenforced end with a docs field; the fields before it are kept', () => {
+    const { events, lines } = setup();
+    events.backendError(
+      'A.x',
+      new RateLimitBackendError('timeout', 'store timed out after 100 ms'),
+    );
+    events.configError('A.y', new Error('key exploded'));
+    events.throttled(RATE_LIMIT_EVENTS.insurance, 'A.z', { route: 'A.z', instances: 2 });
+    events.unenforced({ route: 'A.w', reason: 'give the policy a key' });
+    expect(lines.map((l) => l.slice(0, l.indexOf(' ')))).toEqual([
+      'rate_limit.backend_error',
+      'rate_limit.config_error',
+      'rate_limit.insurance',
+      'rate_limit.unenforced',
+    ]);
+    expect(lines.map(parse)).toEqual([
+      {
+        kind: 'timeout',
+        count: 1,
+        route: 'A.x',
+        message: 'store timed out after 100 ms',
+        docs: 'docs/reference/errors.md#rate_limitbackend_error',
+      },
+      {
+        kind: 'A.y',
+        count: 1,
+        route: 'A.y',
+        message: 'key exploded',
+        docs: 'docs/reference/errors.md#rate_limitconfig_error',
+      },
+      {
+        kind: 'A.z',
+        count: 1,
+        route: 'A.z',
+        instances: 2,
+        docs: 'docs/reference/errors.md#rate_limitinsurance',
+      },
+      {
+        route: 'A.w',
+        reason: 'give the policy a key',
+        docs: 'docs/reference/errors.md#rate_limitunenforced',
+      },
+    ]);
+    // Each names a heading of the page.
+    for (const line of lines) {
+      const event = line.slice(0, line.indexOf(' '));
+      expect(page).toContain(`\n### ${event}\n`);
+      expect(parse(line).docs).toBe(`docs/reference/errors.md#${event.replace('.', '')}`);
+    }
+  });
+
+  it('a config error of ours carries its code and link in message', () => {
+    const { events, lines } = setup();
+    events.configError(
+      'A.x',
+      new RateLimitConfigError('ERR_RATE_LIMIT_IDENTITY', 'a key function returned {}', 'A.x'),
+    );
+    expect(parse(lines[0]!).message).toBe(
+      'a key function returned {} (in A.x) [ERR_RATE_LIMIT_IDENTITY] ' +
+        '(see docs/reference/errors.md#err_rate_limit_identity in the nest-rate-limit package)',
+    );
+  });
+
+  it('blocked, shadow_blocked and override_applied, written under normal traffic, stay short', () => {
+    const { events, lines, info, block } = setup();
+    block('A.x', 'user:1');
+    events.shadowBlocked('A.x', 'user:1', () => ({ route: 'A.x', identity: 'h' }));
+    events.overrideApplied({ route: 'A.x', identity: 'u', policy: 'p', limit: 1, periodMs: 1000 });
+    expect([...lines, ...info].map((l) => 'docs' in parse(l))).toEqual([false, false, false]);
   });
 });

@@ -124,7 +124,11 @@ describe('RateLimiter.consume: argument validation', () => {
       const { store, limiter } = setup();
       const error = await rejection(limiter.consume(identity as unknown as string, TEN_PER_MINUTE));
       expect(error).toBeInstanceOf(TypeError);
+      expect(error).toMatchObject({ code: 'ERR_RATE_LIMIT_IDENTITY' });
       expect((error as Error).message).toContain('rate-limit identity must be a string');
+      expect((error as Error).message).toMatch(
+        / \[ERR_RATE_LIMIT_IDENTITY\] \(see docs\/reference\/errors\.md#err_rate_limit_identity in the nest-rate-limit package\)$/,
+      );
       await expectUntouched(limiter, store);
     },
   );

@@ -157,7 +157,7 @@ describe('MemoryStore: options', () => {
     ['sweepBatch', NaN],
     ['sweepIntervalMs', -5],
     ['sweepIntervalMs', NaN],
-  ])('rejects %s %p with ERR_RATE_LIMIT_OPTION', (name, value) => {
+  ])('rejects %s %p with ERR_RATE_LIMIT_STORE_OPTION', (name, value) => {
     let error: unknown;
     try {
       stores.push(new MemoryStore({ sweepIntervalMs: 0, [name]: value }));
@@ -166,9 +166,10 @@ describe('MemoryStore: options', () => {
     }
     expect(error).toBeInstanceOf(RateLimitConfigError);
     const e = error as RateLimitConfigError;
-    expect(e.code).toBe('ERR_RATE_LIMIT_OPTION');
+    expect(e.code).toBe('ERR_RATE_LIMIT_STORE_OPTION');
     expect(e.message).toBe(
-      `invalid MemoryStore option ${name}: ${String(value)} (in MemoryStore) [ERR_RATE_LIMIT_OPTION]`,
+      `invalid MemoryStore option ${name}: ${String(value)} (in MemoryStore) [ERR_RATE_LIMIT_STORE_OPTION]` +
+        ` (see docs/reference/errors.md#err_rate_limit_store_option in the nest-rate-limit package)`,
     );
   });
 
@@ -198,7 +199,7 @@ describe('MemoryStore: options', () => {
     'refuses sweepIntervalMs %p, which a timer would run every millisecond',
     (every) => {
       expect(() => new MemoryStore({ sweepIntervalMs: every })).toThrow(
-        expect.objectContaining({ code: 'ERR_RATE_LIMIT_OPTION' }),
+        expect.objectContaining({ code: 'ERR_RATE_LIMIT_STORE_OPTION' }),
       );
     },
   );

@@ -228,7 +228,7 @@ describe('resolvePolicy: static cost', () => {
     expectCode(error, 'ERR_RATE_LIMIT_COST');
     expect(error.message).toBe(
       'cost 11 for policy "default" exceeds its capacity 10: it could never be admitted ' +
-        `(in ${WHERE}) [ERR_RATE_LIMIT_COST]`,
+        `(in ${WHERE}) [ERR_RATE_LIMIT_COST] (see docs/reference/errors.md#err_rate_limit_cost in the nest-rate-limit package)`,
     );
   });
 
@@ -268,7 +268,7 @@ describe('resolvePolicy: where', () => {
   const cases: [string, unknown, RateLimitErrorCode][] = [
     ['rate', { rate: '100/x' }, 'ERR_RATE_LIMIT_RATE'],
     ['missing rate', {}, 'ERR_RATE_LIMIT_RATE'],
-    ['not an object', null, 'ERR_RATE_LIMIT_OPTION'],
+    ['not an object', null, 'ERR_RATE_LIMIT_POLICY_OPTION'],
     ['name', { rate: '1/s', name: 'a b' }, 'ERR_RATE_LIMIT_NAME'],
     ['algorithm', { rate: '1/s', algorithm: 'leaky' }, 'ERR_RATE_LIMIT_ALGORITHM'],
     ['burst type', { rate: '1/s', burst: 0 }, 'ERR_RATE_LIMIT_BURST'],

@@ -162,7 +162,8 @@ describe('parseRate: rejected forms', () => {
     expect(error.code).toBe('ERR_RATE_LIMIT_RATE');
     expect(error.message).toBe(
       'rate "2000000000/d" is too large: limit × periodMs must not exceed 2^50 ' +
-        '(in ReportsController.export) [ERR_RATE_LIMIT_RATE]',
+        '(in ReportsController.export) [ERR_RATE_LIMIT_RATE]' +
+        ' (see docs/reference/errors.md#err_rate_limit_rate in the nest-rate-limit package)',
     );
   });
 

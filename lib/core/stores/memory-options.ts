@@ -26,7 +26,7 @@ export interface MemoryStoreOptions {
 
 /**
  * The settings of `options`, with their defaults: `every` is the sweep interval in **ms**.
- * @throws {RateLimitConfigError} `ERR_RATE_LIMIT_OPTION` for a non-positive `maxKeys` or
+ * @throws {RateLimitConfigError} `ERR_RATE_LIMIT_STORE_OPTION` for a non-positive `maxKeys` or
  *   `sweepBatch`, or a `sweepIntervalMs` below 0 or above 2^31-1
  */
 export function memoryStoreSettings(options: MemoryStoreOptions): {
@@ -52,7 +52,7 @@ function positive(value: number, name: string): number {
 
 function optionError(name: string, value: unknown): RateLimitConfigError {
   return new RateLimitConfigError(
-    'ERR_RATE_LIMIT_OPTION',
+    'ERR_RATE_LIMIT_STORE_OPTION',
     `invalid MemoryStore option ${name}: ${quote(value)}`,
     'MemoryStore',
   );

@@ -48,7 +48,7 @@ export class MemoryStore implements RateLimitStore {
   private cursor: Iterator<[string, Entry]> | undefined;
   private readonly timer: ReturnType<typeof setInterval> | undefined;
 
-  /** @throws {RateLimitConfigError} `ERR_RATE_LIMIT_OPTION` for a non-positive `maxKeys` or `sweepBatch`, or a negative `sweepIntervalMs` */
+  /** @throws {RateLimitConfigError} `ERR_RATE_LIMIT_STORE_OPTION` for a non-positive `maxKeys` or `sweepBatch`, or a negative `sweepIntervalMs` */
   constructor(options: MemoryStoreOptions = {}) {
     const { clock, maxKeys, sweepBatch, every } = memoryStoreSettings(options);
     this.clock = clock;

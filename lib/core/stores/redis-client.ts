@@ -1,4 +1,5 @@
 import type { Cluster, Redis } from 'ioredis';
+import { seeErrorsPage } from '../errors-page.js';
 
 /** Clients already warned about: one warning per client, however many stores share it. */
 const warned = new WeakSet<object>();
@@ -9,7 +10,7 @@ export function warnIfReplaying(client: Redis | Cluster): void {
   if (unsafe.length === 0 || warned.has(client)) return;
   warned.add(client);
   process.emitWarning(
-    `this Redis client may send a rate-limit script twice and count one request twice; set ${unsafe.join(', ')}`,
+    `this Redis client may send a rate-limit script twice and count one request twice; set ${unsafe.join(', ')} ${seeErrorsPage('NRL_UNSAFE_REDIS_CLIENT')}`,
     { code: 'NRL_UNSAFE_REDIS_CLIENT' },
   );
 }

@@ -19,7 +19,7 @@ export class ClientReadiness {
 
   /**
    * @param connectTimeoutMs longest wait for the first connection, in **ms**
-   * @throws {RateLimitConfigError} `ERR_RATE_LIMIT_OPTION` for a wait that is not an integer from 0 to 2^31-1
+   * @throws {RateLimitConfigError} `ERR_RATE_LIMIT_STORE_OPTION` for a wait that is not an integer from 0 to 2^31-1
    */
   constructor(
     private readonly client: Redis | Cluster,
@@ -31,7 +31,7 @@ export class ClientReadiness {
       connectTimeoutMs <= 2 ** 31 - 1
     )) {
       throw new RateLimitConfigError(
-        'ERR_RATE_LIMIT_OPTION',
+        'ERR_RATE_LIMIT_STORE_OPTION',
         `invalid connectTimeoutMs ${quote(connectTimeoutMs)}: expected an integer number of ms from 0 to 2^31-1`,
         'RedisStore',
       );

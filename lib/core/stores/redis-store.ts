@@ -51,7 +51,7 @@ export class RedisStore implements RateLimitStore {
 
   /**
    * Emits a `NRL_UNSAFE_REDIS_CLIENT` warning for a client that may replay a script (see `replaySettings`).
-   * @throws {RateLimitConfigError} `ERR_RATE_LIMIT_OPTION` for a bad `controlRefreshMs` or `connectTimeoutMs`
+   * @throws {RateLimitConfigError} `ERR_RATE_LIMIT_STORE_OPTION` for a bad `controlRefreshMs` or `connectTimeoutMs`
    */
   constructor(options: RedisStoreOptions) {
     const { controlRefreshMs = 1000, connectTimeoutMs = 1000 } = options;
@@ -64,7 +64,7 @@ export class RedisStore implements RateLimitStore {
       )
     ) {
       throw new RateLimitConfigError(
-        'ERR_RATE_LIMIT_OPTION',
+        'ERR_RATE_LIMIT_STORE_OPTION',
         `invalid controlRefreshMs ${quote(controlRefreshMs)}: expected an integer number of ms from 0 to 2^31-1, or false`,
         'RedisStore',
       );

@@ -17,7 +17,7 @@ export function declare(
 ): DeclaredPolicy {
   if (options === null || typeof options !== 'object') {
     throw new RateLimitConfigError(
-      'ERR_RATE_LIMIT_OPTION',
+      'ERR_RATE_LIMIT_POLICY_OPTION',
       `invalid @RateLimit options ${quote(options)}`,
       where,
     );
@@ -29,14 +29,14 @@ export function declare(
   const mode = options.onStoreFailure;
   if (mode !== undefined && mode !== 'open' && mode !== 'closed' && mode !== 'local') {
     throw new RateLimitConfigError(
-      'ERR_RATE_LIMIT_OPTION',
+      'ERR_RATE_LIMIT_POLICY_OPTION',
       `invalid onStoreFailure ${quote(mode)}: expected 'open', 'closed' or 'local'`,
     );
   }
   for (const flag of ['failClosed', 'shadow', 'headers', 'exposeDetails'] as const) {
     if (options[flag] !== undefined && typeof options[flag] !== 'boolean') {
       throw new RateLimitConfigError(
-        'ERR_RATE_LIMIT_OPTION',
+        'ERR_RATE_LIMIT_POLICY_OPTION',
         `invalid ${flag} ${quote(options[flag])}: expected true or false`,
         where,
       );
@@ -44,7 +44,7 @@ export function declare(
   }
   if (options.count !== undefined && options.count !== 'failed' && options.count !== 'succeeded') {
     throw new RateLimitConfigError(
-      'ERR_RATE_LIMIT_OPTION',
+      'ERR_RATE_LIMIT_POLICY_OPTION',
       `invalid count ${quote(options.count)}: expected 'failed' or 'succeeded'`,
       where,
     );
@@ -53,7 +53,7 @@ export function declare(
   for (const fn of ['key', 'failed'] as const) {
     if (options[fn] !== undefined && typeof options[fn] !== 'function') {
       throw new RateLimitConfigError(
-        'ERR_RATE_LIMIT_OPTION',
+        'ERR_RATE_LIMIT_POLICY_OPTION',
         `invalid ${fn} ${quote(options[fn])}: expected a function`,
         where,
       );
@@ -81,12 +81,12 @@ export function declare(
 /**
  * Checks an `addressBurst` (see {@link RateLimitOptions.addressBurst}): undefined, or an
  * integer >= 1.
- * @throws {RateLimitConfigError} `ERR_RATE_LIMIT_OPTION`, quoting the value
+ * @throws {RateLimitConfigError} `ERR_RATE_LIMIT_POLICY_OPTION`, quoting the value
  */
 export function checkAddressBurst(burst: unknown, where: string): void {
   if (burst === undefined || (Number.isSafeInteger(burst) && (burst as number) >= 1)) return;
   throw new RateLimitConfigError(
-    'ERR_RATE_LIMIT_OPTION',
+    'ERR_RATE_LIMIT_POLICY_OPTION',
     `invalid addressBurst ${quote(burst)}: expected an integer >= 1`,
     where,
   );

@@ -33,7 +33,7 @@ export function byTier(
   const fallback = rates.get(options?.fallback);
   if (!fallback) {
     throw new RateLimitConfigError(
-      'ERR_RATE_LIMIT_OPTION',
+      'ERR_RATE_LIMIT_POLICY_OPTION',
       `fallback ${quote(options?.fallback)} is not one of the tiers ${quote([...rates.keys()])}`,
       where,
     );

@@ -13,7 +13,7 @@ export type AppGraphQL = GraphQLRuntime &
  * The app's own `graphql` (an optional peer, installed with `@nestjs/graphql`), loaded at
  * bootstrap when the module has a `graphql` option: its classes are the ones the app's
  * schema was built with, so the cost analysis's type checks hold.
- * @throws {RateLimitConfigError} `ERR_RATE_LIMIT_OPTION` when `graphql` is not installed
+ * @throws {RateLimitConfigError} `ERR_RATE_LIMIT_PEER_DEPENDENCY` when `graphql` is not installed
  */
 export async function loadGraphQL(): Promise<AppGraphQL> {
   try {
@@ -24,7 +24,7 @@ export async function loadGraphQL(): Promise<AppGraphQL> {
     return typeof graphql.getNamedType === 'function' ? graphql : graphql.default!;
   } catch (error) {
     throw new RateLimitConfigError(
-      'ERR_RATE_LIMIT_OPTION',
+      'ERR_RATE_LIMIT_PEER_DEPENDENCY',
       `the graphql option needs the graphql package, installed with @nestjs/graphql: ${(error as Error).message}`,
       'RateLimitModule options graphql',
     );

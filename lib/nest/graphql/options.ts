@@ -104,7 +104,7 @@ export function declareBudgets(options: GraphQLCostOptions): DeclaredPolicy[] {
       return declare(item as RateInput, { name: 'cost', scope: OPERATION_SCOPE }, where);
     if (typeof item !== 'object' || item === null) {
       throw new RateLimitConfigError(
-        'ERR_RATE_LIMIT_OPTION',
+        'ERR_RATE_LIMIT_GRAPHQL_OPTION',
         `invalid budget ${quote(item)}: expected a rate such as '1000/h' or { rate, ... }`,
         where,
       );
@@ -113,7 +113,7 @@ export function declareBudgets(options: GraphQLCostOptions): DeclaredPolicy[] {
     for (const banned of ['cost', 'count'] as const) {
       if ((rest as RateLimitOptions)[banned] !== undefined) {
         throw new RateLimitConfigError(
-          'ERR_RATE_LIMIT_OPTION',
+          'ERR_RATE_LIMIT_GRAPHQL_OPTION',
           `a budget takes no ${banned}: each operation costs its requested cost, refunded down to its actual cost`,
           where,
         );
@@ -129,14 +129,18 @@ export function declareBudgets(options: GraphQLCostOptions): DeclaredPolicy[] {
  */
 export function validateCostOptions(options: GraphQLCostOptions): void {
   if (options === null || typeof options !== 'object') {
-    throw new RateLimitConfigError('ERR_RATE_LIMIT_OPTION', `invalid ${quote(options)}`, WHERE);
+    throw new RateLimitConfigError(
+      'ERR_RATE_LIMIT_GRAPHQL_OPTION',
+      `invalid ${quote(options)}`,
+      WHERE,
+    );
   }
   const positive = (name: 'maxCost' | 'defaultListSize' | 'minimumCost') => {
     const value = options[name];
     if (value === undefined) return;
     if (!Number.isSafeInteger(value) || value < (name === 'maxCost' ? 1 : 0)) {
       throw new RateLimitConfigError(
-        'ERR_RATE_LIMIT_OPTION',
+        'ERR_RATE_LIMIT_GRAPHQL_OPTION',
         `invalid ${name} ${quote(value)}: expected an integer >= ${name === 'maxCost' ? 1 : 0}`,
         WHERE,
       );
@@ -147,7 +151,7 @@ export function validateCostOptions(options: GraphQLCostOptions): void {
     if (value === undefined || value === Infinity) continue;
     if (!Number.isSafeInteger(value) || (value as number) < 1) {
       throw new RateLimitConfigError(
-        'ERR_RATE_LIMIT_OPTION',
+        'ERR_RATE_LIMIT_GRAPHQL_OPTION',
         `invalid ${name} ${quote(value)}: expected an integer >= 1, or Infinity for no limit`,
         WHERE,
       );
@@ -168,7 +172,7 @@ export function validateCostOptions(options: GraphQLCostOptions): void {
       );
     if (!valid) {
       throw new RateLimitConfigError(
-        'ERR_RATE_LIMIT_OPTION',
+        'ERR_RATE_LIMIT_GRAPHQL_OPTION',
         `invalid operationTypeCost ${quote(operationTypeCost)}: expected { query?, mutation?, subscription? }, integers >= 0`,
         WHERE,
       );
@@ -176,14 +180,14 @@ export function validateCostOptions(options: GraphQLCostOptions): void {
   }
   if (countIntrospection !== undefined && typeof countIntrospection !== 'boolean') {
     throw new RateLimitConfigError(
-      'ERR_RATE_LIMIT_OPTION',
+      'ERR_RATE_LIMIT_GRAPHQL_OPTION',
       `invalid countIntrospection ${quote(countIntrospection)}: expected true or false`,
       WHERE,
     );
   }
   if (options.costInResponse !== undefined && typeof options.costInResponse !== 'boolean') {
     throw new RateLimitConfigError(
-      'ERR_RATE_LIMIT_OPTION',
+      'ERR_RATE_LIMIT_GRAPHQL_OPTION',
       `invalid costInResponse ${quote(options.costInResponse)}: expected true or false`,
       WHERE,
     );

@@ -151,7 +151,7 @@ export interface RateLimitModuleOptions {
   onDecision?: (event: DecisionEvent) => void;
   /**
    * Prometheus metrics through prom-client, an optional peer dependency loaded only when
-   * this is set (bootstrap fails with `ERR_RATE_LIMIT_OPTION` when it is missing).
+   * this is set (bootstrap fails with `ERR_RATE_LIMIT_PEER_DEPENDENCY` when it is missing).
    * `true` registers them in prom-client's global registry, named `rate_limit_*`.
    * Default: no metrics, and prom-client is never loaded.
    */
@@ -161,7 +161,7 @@ export interface RateLimitModuleOptions {
    * none), through `@opentelemetry/api`, an optional peer loaded once at bootstrap. Default:
    * on when the API is installed, off otherwise; without a registered SDK or a recording
    * span a request pays one `trace.getActiveSpan()` call. `false` never loads the API;
-   * `true` fails the start with `ERR_RATE_LIMIT_OPTION` when it is missing.
+   * `true` fails the start with `ERR_RATE_LIMIT_PEER_DEPENDENCY` when it is missing.
    */
   tracing?: boolean;
   /**

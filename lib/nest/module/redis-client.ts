@@ -1,5 +1,6 @@
 import type { Logger } from '@nestjs/common';
 import type { Cluster, Redis, RedisOptions } from 'ioredis';
+import { errorsLink, seeErrorsPage } from '../../core/errors-page.js';
 
 /** Whether `redis` is a client of the app's (ioredis `Redis` or `Cluster`), not a URL or options. */
 export function isClient(redis: unknown): redis is Redis | Cluster {
@@ -35,8 +36,10 @@ export async function connect(
   client.on('error', (error: Error) => {
     // ioredis reconnects by itself; say so once per outage, not once per attempt. Requests
     // report their own failures as rate_limit.backend_error.
-    if (!down)
-      logger.warn(`rate_limit.redis_unreachable ${JSON.stringify({ message: error.message })}`);
+    if (!down) {
+      const fields = { message: error.message, docs: errorsLink('rate_limit.redis_unreachable') };
+      logger.warn(`rate_limit.redis_unreachable ${JSON.stringify(fields)}`);
+    }
     down = true;
   });
   client.on('ready', () => {
@@ -54,7 +57,7 @@ export async function connect(
   clearTimeout(timer);
   if (!waited)
     logger.warn(
-      `Redis not reachable within ${waitMs} ms: starting anyway; limits apply once it is`,
+      `Redis not reachable within ${waitMs} ms: starting anyway; limits apply once it is ${seeErrorsPage('rate_limit.redis_unreachable')}`,
     );
   return client;
 }

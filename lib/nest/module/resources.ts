@@ -1,6 +1,7 @@
 import { Logger } from '@nestjs/common';
 import { connect, isClient } from './redis-client.js';
 import type { Cluster, Redis } from 'ioredis';
+import { seeErrorsPage } from '../../core/errors-page.js';
 import { MemoryStore } from '../../core/stores/memory-store.js';
 import { RedisStore } from '../../core/stores/redis-store.js';
 import type { RateLimitStore } from '../../core/stores/store.js';
@@ -52,7 +53,7 @@ export async function createResources(
   if (redis === undefined) {
     if (store === undefined) {
       logger.warn(
-        'no redis configured: using the in-memory store, so each process counts on its own',
+        `no redis configured: using the in-memory store, so each process counts on its own ${seeErrorsPage('No redis configured')}`,
       );
     }
     return {

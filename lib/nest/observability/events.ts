@@ -1,5 +1,6 @@
 import { Logger } from '@nestjs/common';
 import { createHash } from 'node:crypto';
+import { errorsLink } from '../../core/errors-page.js';
 import { RateLimitBackendError } from '../../core/errors.js';
 import { formatRate } from '../../core/rate.js';
 
@@ -29,7 +30,9 @@ const MAX_HASHED_LENGTH = 128;
 
 /**
  * The stable names of the log events, each written as one line: the name, a space, then
- * a JSON object of fields. docs/guides/observability.md lists the fields of each.
+ * a JSON object of fields. Each has a heading in `docs/reference/errors.md` (its fields,
+ * what it means, what to do); the lines that call for action (`backend_error`, `insurance`,
+ * `config_error`, `redis_unreachable`, `unenforced`) end with a `docs` field naming it.
  */
 export const RATE_LIMIT_EVENTS = {
   /** A request refused with 429; throttled per (route, identity). */
@@ -152,9 +155,8 @@ export class RateLimitEvents {
       return;
     }
     this.mark(key, now);
-    this.logger.warn(
-      `${event} ${JSON.stringify({ kind, count: 1 + (seen?.held ?? 0), ...detail })}`,
-    );
+    const fields = { kind, count: 1 + (seen?.held ?? 0), ...detail, docs: errorsLink(event) };
+    this.logger.warn(`${event} ${JSON.stringify(fields)}`);
   }
 
   /**
@@ -265,7 +267,8 @@ export class RateLimitEvents {
 
   /** Logs `rate_limit.unenforced`, unthrottled: bootstrap writes one line per handler. */
   unenforced(detail: UnenforcedDetail): void {
-    this.logger.warn(`${RATE_LIMIT_EVENTS.unenforced} ${JSON.stringify(detail)}`);
+    const fields = { ...detail, docs: errorsLink(RATE_LIMIT_EVENTS.unenforced) };
+    this.logger.warn(`${RATE_LIMIT_EVENTS.unenforced} ${JSON.stringify(fields)}`);
   }
 
   /** Notes when `key` was last logged; the oldest go first beyond 10,000 keys. */

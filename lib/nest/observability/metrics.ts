@@ -73,7 +73,7 @@ export function validateMetricsOption(metrics: unknown): void {
 
 /**
  * Loads prom-client and registers the metrics, when the `metrics` option asks for them.
- * @throws {RateLimitConfigError} `ERR_RATE_LIMIT_OPTION` when prom-client cannot be
+ * @throws {RateLimitConfigError} `ERR_RATE_LIMIT_PEER_DEPENDENCY` when prom-client cannot be
  *   loaded, or a metric of the same name is already registered
  */
 export async function createMetrics(
@@ -88,7 +88,7 @@ export async function createMetrics(
     prom = typeof loaded.Counter === 'function' ? loaded : loaded.default!;
   } catch (error) {
     throw new RateLimitConfigError(
-      'ERR_RATE_LIMIT_OPTION',
+      'ERR_RATE_LIMIT_PEER_DEPENDENCY',
       `metrics needs the optional peer dependency prom-client: install it (npm install prom-client) or remove the metrics option (${error instanceof Error ? error.message : String(error)})`,
       WHERE,
     );

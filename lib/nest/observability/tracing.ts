@@ -23,7 +23,7 @@ const WHERE = 'RateLimitModule options';
 /**
  * Loads `@opentelemetry/api` once, at bootstrap, as the `tracing` option asks: `false` never
  * loads it; unset uses it when it is installed and is off otherwise; `true` requires it.
- * @throws {RateLimitConfigError} `ERR_RATE_LIMIT_OPTION` with `tracing: true` when the API
+ * @throws {RateLimitConfigError} `ERR_RATE_LIMIT_PEER_DEPENDENCY` with `tracing: true` when the API
  *   cannot be loaded (or is older than 1.2)
  */
 export async function createTracing(
@@ -43,7 +43,7 @@ export async function createTracing(
   }
   if (tracing !== true) return undefined;
   throw new RateLimitConfigError(
-    'ERR_RATE_LIMIT_OPTION',
+    'ERR_RATE_LIMIT_PEER_DEPENDENCY',
     `tracing ${quote(tracing)} needs the optional peer dependency @opentelemetry/api: install it (npm install @opentelemetry/api) or remove the tracing option (${why})`,
     WHERE,
   );

@@ -154,7 +154,7 @@ export class ControlChanges {
     const store = this.limiter.store;
     if (typeof store.control !== 'function') {
       throw new RateLimitConfigError(
-        'ERR_RATE_LIMIT_OPTION',
+        'ERR_RATE_LIMIT_STORE_UNSUPPORTED',
         'this rate-limit store keeps no overrides or exemptions: implement RateLimitStore.control',
         where,
       );
@@ -196,7 +196,7 @@ export class ControlChanges {
 function checkIdentity(identity: unknown, where: string): asserts identity is string {
   if (typeof identity !== 'string' || identity === '') {
     throw new RateLimitConfigError(
-      'ERR_RATE_LIMIT_OPTION',
+      'ERR_RATE_LIMIT_CONTROL',
       `invalid identity ${quote(identity)}: expected a non-empty string`,
       where,
     );

@@ -81,7 +81,7 @@ const MAX_IDENTITY_LENGTH = 1024;
  */
 @Module({})
 export class RateLimitAdminModule {
-  /** @throws {RateLimitConfigError} `ERR_RATE_LIMIT_OPTION` for a missing `guards` or a bad `path` */
+  /** @throws {RateLimitConfigError} `ERR_RATE_LIMIT_ADMIN_OPTION` for a missing `guards` or a bad `path` */
   static forRoot(options: RateLimitAdminOptions): DynamicModule {
     const where = 'RateLimitAdminModule';
     const {
@@ -102,21 +102,21 @@ export class RateLimitAdminModule {
       guards.some((g) => g === null || (typeof g !== 'function' && typeof g !== 'object'))
     ) {
       throw new RateLimitConfigError(
-        'ERR_RATE_LIMIT_OPTION',
+        'ERR_RATE_LIMIT_ADMIN_OPTION',
         `invalid guards ${quote(guards)}: these endpoints reset limits and exempt identities, so give the guards that authenticate operators (or [] when a global guard does)`,
         where,
       );
     }
     if (typeof actor !== 'function') {
       throw new RateLimitConfigError(
-        'ERR_RATE_LIMIT_OPTION',
+        'ERR_RATE_LIMIT_ADMIN_OPTION',
         `invalid actor ${quote(actor)}: expected a function of the request`,
         where,
       );
     }
     if (typeof path !== 'string' || !/^[A-Za-z0-9_./-]{1,200}$/.test(path)) {
       throw new RateLimitConfigError(
-        'ERR_RATE_LIMIT_OPTION',
+        'ERR_RATE_LIMIT_ADMIN_OPTION',
         `invalid path ${quote(path)}: use 1-200 of A-Z a-z 0-9 _ . / -`,
         where,
       );
@@ -259,7 +259,7 @@ async function run<T>(call: () => Promise<T>): Promise<T> {
   } catch (error) {
     if (error instanceof RateLimitConfigError) {
       // A store without inspect or control is the server's limitation, not bad input.
-      if (error.detail.includes('implement RateLimitStore.'))
+      if (error.code === 'ERR_RATE_LIMIT_STORE_UNSUPPORTED')
         throw new NotImplementedException(error.detail);
       throw new BadRequestException(error.detail);
     }

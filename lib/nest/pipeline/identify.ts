@@ -65,7 +65,7 @@ function accepted(id: unknown, helpers: KeyHelpers, route: string): string {
   if (id === undefined || id === '') return helpers.ip();
   if (typeof id === 'number' && Number.isFinite(id)) return String(id);
   throw new RateLimitConfigError(
-    'ERR_RATE_LIMIT_OPTION',
+    'ERR_RATE_LIMIT_IDENTITY',
     `a key function returned ${quote(id)}`,
     route,
   );

@@ -155,7 +155,7 @@ export class RoutePlanner {
 /**
  * Refuses, at bootstrap, a route whose policies need what the store lacks: `refund` for
  * `count`, `release` for concurrency limits (a store of your own may leave them out).
- * @throws {RateLimitConfigError} `ERR_RATE_LIMIT_OPTION`, naming the route and the method
+ * @throws {RateLimitConfigError} `ERR_RATE_LIMIT_STORE_UNSUPPORTED`, naming the route and the method
  */
 function unsupported(route: Route, store: RateLimitStore): void {
   // Every step of the route: its policies, those that wait for its guards, and the address
@@ -174,7 +174,7 @@ function unsupported(route: Route, store: RateLimitStore): void {
   if (missing === undefined) return;
   const what = missing === 'release' ? 'a concurrency limit' : 'count by outcome';
   throw new RateLimitConfigError(
-    'ERR_RATE_LIMIT_OPTION',
+    'ERR_RATE_LIMIT_STORE_UNSUPPORTED',
     `${what} needs a store that can ${missing}: implement RateLimitStore.${missing}`,
     route.name,
   );
