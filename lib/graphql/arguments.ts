@@ -241,9 +241,11 @@ function resolve(
     case rt.Kind.VARIABLE: {
       const name = node.name.value;
       if (Object.prototype.hasOwnProperty.call(scope.values, name)) return scope.values[name];
+      // Variables the server does not hand over: the client may have sent any value, so a
+      // default in the document says nothing of what runs.
+      if (scope.unknown) return UNKNOWN;
       const fallback = scope.defaults.get(name);
-      if (fallback) return resolve(rt, fallback, scope, depth + 1);
-      return scope.unknown ? UNKNOWN : ABSENT;
+      return fallback ? resolve(rt, fallback, scope, depth + 1) : ABSENT;
     }
     case rt.Kind.INT:
     case rt.Kind.FLOAT:

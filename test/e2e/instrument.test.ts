@@ -51,12 +51,24 @@ function wrapMethods(instance: object): object {
 }
 
 /** Built-ins backed by internal slots (Nest's own `Map` subclasses) are left alone, as Observe does. */
-const instrument = {
-  instanceDecorator: (instance: unknown): unknown =>
-    typeof instance === 'object' && instance !== null && !(instance instanceof Map)
-      ? wrapMethods(instance)
-      : instance,
-};
+const wrapped = (instance: unknown): instance is object =>
+  typeof instance === 'object' && instance !== null && !(instance instanceof Map);
+
+/** The two ways an instance decorator can wrap a provider: a Proxy, or an object delegating to it. */
+const INSTRUMENTS = [
+  {
+    name: "a Proxy, as @nestjs/observe's",
+    instrument: {
+      instanceDecorator: (i: unknown): unknown => (wrapped(i) ? wrapMethods(i) : i),
+    },
+  },
+  {
+    name: 'delegation (Object.create)',
+    instrument: {
+      instanceDecorator: (i: unknown): unknown => (wrapped(i) ? Object.create(i) : i),
+    },
+  },
+];
 
 @Controller('reports')
 class ReportsController {
@@ -102,7 +114,11 @@ afterEach(async () => {
   app = undefined;
 });
 
-async function start(platform: Platform, module: Type): Promise<string> {
+async function start(
+  platform: Platform,
+  module: Type,
+  instrument: (typeof INSTRUMENTS)[number]['instrument'],
+): Promise<string> {
   const options = { logger: false as const, abortOnError: false, instrument };
   app =
     platform === 'fastify'
@@ -118,18 +134,21 @@ async function statuses(url: string, n: number, headers: Record<string, string> 
   return out;
 }
 
-describe.each(PLATFORMS)('an app started with instrument (%s)', (platform) => {
-  it('the module guard decides: 2/m admits 2 and refuses the third with Retry-After', async () => {
-    const url = await start(platform, QuickStartModule);
-    expect(await statuses(url, 2)).toEqual([200, 200]);
-    const refused = await fetch(`${url}/reports`);
-    expect(refused.status).toBe(429);
-    expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
-  });
+describe.each(PLATFORMS.flatMap((platform) => INSTRUMENTS.map((i) => ({ platform, ...i }))))(
+  'an app started with instrument ($platform, $name)',
+  ({ platform, instrument }) => {
+    it('the module guard decides: 2/m admits 2 and refuses the third with Retry-After', async () => {
+      const url = await start(platform, QuickStartModule, instrument);
+      expect(await statuses(url, 2)).toEqual([200, 200]);
+      const refused = await fetch(`${url}/reports`);
+      expect(refused.status).toBe(429);
+      expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    });
 
-  it('a global auth guard imported after the module: two users behind one address each get 2', async () => {
-    const url = await start(platform, AuthAfterModule);
-    expect(await statuses(url, 3, { 'x-user': 'alice' })).toEqual([200, 200, 429]);
-    expect(await statuses(url, 3, { 'x-user': 'bob' })).toEqual([200, 200, 429]);
-  });
-});
+    it('a global auth guard imported after the module: two users behind one address each get 2', async () => {
+      const url = await start(platform, AuthAfterModule, instrument);
+      expect(await statuses(url, 3, { 'x-user': 'alice' })).toEqual([200, 200, 429]);
+      expect(await statuses(url, 3, { 'x-user': 'bob' })).toEqual([200, 200, 429]);
+    });
+  },
+);

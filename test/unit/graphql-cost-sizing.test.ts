@@ -280,11 +280,15 @@ describe('variables the server does not tell (Mercurius subscriptions)', () => {
     expect(cost(schema, query)).toBe(11);
   });
 
-  it("the operation's default and a literal are read as usual", () => {
-    // Page 1 + 30 × Post 1 = 31
+  it("a variable's default counts as unknown too: the client may have sent any value; a literal is read", () => {
+    // The client sent { n: 5000000 } beside ($n: Int = 30): 30 said nothing of what ran.
+    // Page 1 + 2147483647 × Post 1 = 2147483648 (was 31, priced at the default)
     const defaulted = 'query ($n: Int = 30) { posts(limit: $n) { items { id } } }';
-    expect(requestedCost(graphql, input(defaulted))).toBe(31);
+    expect(requestedCost(graphql, input(defaulted))).toBe(UNKNOWN_SLICE_SIZE + 1);
+    // Page 1 + 7 × Post 1 = 8
     expect(requestedCost(graphql, input('{ posts(limit: 7) { items { id } } }'))).toBe(8);
+    // told the variables, the default is read when none was sent: Page 1 + 30 × Post 1 = 31
+    expect(cost(schema, defaulted)).toBe(31);
   });
 });
 

@@ -270,13 +270,14 @@ export function appGuardSubclass(
 /**
  * Whether `guard` is `own`, or an instance of exactly its class. Nest's `instrument` option
  * (`NestFactory.create(AppModule, { instrument })`, which `@nestjs/observe` and the apps
- * `nest new` makes use) wraps every provider in a Proxy, and a `useExisting` alias such as the
- * module's APP_GUARD in a Proxy of its own, so one guard reaches us as several objects; a Proxy
- * forwards `getPrototypeOf`, so the class still tells them apart from a subclass.
+ * `nest new` makes use) may hand every provider out wrapped, and a `useExisting` alias such as
+ * the module's APP_GUARD wrapped once more, so one guard reaches us as several objects: a Proxy
+ * of it, or an object delegating to it (`Object.create(instance)`). Both still answer the
+ * instance's `constructor`, which tells them apart from an app's subclass.
  */
 function sameGuard(guard: unknown, own: RateLimitGuard): boolean {
   return (
     guard === own ||
-    (guard instanceof RateLimitGuard && Object.getPrototypeOf(guard) === Object.getPrototypeOf(own))
+    (guard instanceof RateLimitGuard && guard.constructor === (own as object).constructor)
   );
 }
