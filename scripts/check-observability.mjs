@@ -60,6 +60,22 @@ async function seriesOf(query) {
   return data.resultType === 'vector' || data.resultType === 'matrix' ? data.result.length : 1;
 }
 
+/**
+ * The query's value now is above 0: the traffic really reached the metric (a series at 0, as
+ * the backend error kinds are exported from the start, proves nothing).
+ */
+async function expectPositive(what, query) {
+  try {
+    const data = await api('/api/v1/query', { query });
+    const value = Number(data.result?.[0]?.value?.[1]);
+    if (!(value > 0))
+      fail(`${what}: ${query} is ${Number.isNaN(value) ? 'empty' : value}, not > 0`);
+    else console.log(`ok  ${what}: ${value}`);
+  } catch (error) {
+    fail(`${what}: ${error.message}`);
+  }
+}
+
 async function expectSeries(what, query) {
   try {
     const count = await seriesOf(query);
@@ -74,6 +90,7 @@ async function expectSeries(what, query) {
 const alertNames = [
   ...readFileSync(join(args.dir, 'rules.yml'), 'utf8').matchAll(/^\s*- alert: (\S+)/gm),
 ].map((m) => m[1]);
+if (alertNames.length === 0) fail('rules.yml: no alert found');
 const rulesReady = () =>
   api('/api/v1/rules').then((data) => {
     const rules = data.groups.flatMap((g) => g.rules);
@@ -87,6 +104,11 @@ if (!(await until(scraped)) || !(await until(rulesReady))) {
   console.error(`Prometheus at ${prometheus} did not scrape the app or load the rules in time`);
   process.exit(1);
 }
+
+// --- The demo's traffic reached the metrics: decisions, refusals among them, store calls.
+await expectPositive('decisions counted', 'sum(rate_limit_decisions_total)');
+await expectPositive('refusals counted', 'sum(rate_limit_decisions_total{outcome="blocked"})');
+await expectPositive('store calls timed', 'sum(rate_limit_store_duration_seconds_count)');
 
 // --- The dashboard.
 const dashboard = JSON.parse(readFileSync(join(args.dir, 'dashboard.json'), 'utf8'));
