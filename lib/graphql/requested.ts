@@ -30,10 +30,12 @@ import {
   plusConstant,
   scale,
   specId,
+  specOn,
   valueAt,
   type Form,
   type Sized,
   type SizedSpec,
+  type SpecByType,
 } from './sized.js';
 import { typeWeight } from './weights.js';
 
@@ -120,7 +122,12 @@ function itemCost(
   const { rt, schema } = walk;
   const below = (member: GraphQLObjectType, own: boolean): number => {
     if (!set) return 0;
-    if (sized) return valueAt(rememberedForm(walk, set, member, sized.spec), sized.size);
+    if (sized) {
+      return valueAt(
+        rememberedForm(walk, set, member, specOn(sized.spec, member.name)),
+        sized.size,
+      );
+    }
     return own ? selectionsCost(walk, set, member) : remembered(walk, set, member);
   };
   if (rt.isObjectType(type)) return (weight ?? typeWeight(rt, schema, type)) + below(type, true);
@@ -220,7 +227,7 @@ function sizedFieldForm(
   walk: Walk,
   node: FieldNode,
   info: FieldInfo,
-  entry: SizedSpec | true,
+  entry: SizedSpec | SpecByType | true,
 ): Form {
   const own = ownWeight(walk, info);
   const sizes = listSizes(walk, node, info);
@@ -240,13 +247,21 @@ function sizedFieldForm(
   return atLeast(plusConstant(form, extras(walk, node, info)), 0);
 }
 
-/** `itemCost` with the selections' sizes handed down along `spec`, as a function of the size. */
-function itemForm(walk: Walk, set: SelectionSetNode, info: FieldInfo, spec: SizedSpec): Form {
+/**
+ * `itemCost` with the selections' sizes handed down along `spec` (on each possible type, its
+ * own), as a function of the size.
+ */
+function itemForm(
+  walk: Walk,
+  set: SelectionSetNode,
+  info: FieldInfo,
+  spec: SizedSpec | SpecByType,
+): Form {
   const { rt, schema } = walk;
   const type = info.named;
   if (rt.isObjectType(type)) {
     return plusConstant(
-      rememberedForm(walk, set, type, spec),
+      rememberedForm(walk, set, type, specOn(spec, type.name)),
       info.weight ?? typeWeight(rt, schema, type),
     );
   }
@@ -254,7 +269,7 @@ function itemForm(walk: Walk, set: SelectionSetNode, info: FieldInfo, spec: Size
   let form: Form | undefined;
   for (const member of possible) {
     const own = info.weight ?? typeWeight(rt, schema, member);
-    const reading = plusConstant(rememberedForm(walk, set, member, spec), own);
+    const reading = plusConstant(rememberedForm(walk, set, member, specOn(spec, member.name)), own);
     form = form ? larger(form, reading) : reading;
   }
   return form ?? constant(ownWeight(walk, info));

@@ -6,15 +6,34 @@
  */
 
 /**
- * The fields of a selection set that take a handed-down size: `true` takes it as its list's
- * size; a nested spec hands it further down (`sizedFields: ["results { page }"]`).
+ * The fields of a selection set on one value that take a handed-down size, by field name:
+ * `true` takes it as its list's size; a nested spec hands it further down
+ * (`sizedFields: ["results { page }"]`), to every value the field returns, or to each possible
+ * type of an interface or union by its own spec (`SpecByType`).
  */
-export type SizedSpec = ReadonlyMap<string, SizedSpec | true>;
+export type SizedSpec = ReadonlyMap<string, SizedSpec | SpecByType | true>;
+
+/**
+ * Where a size goes below a field whose interface or union type is inferred as a page: each
+ * possible object type (by name) has its own spec, read from that type's own fields, so that
+ * `A.data: X` and `B.data: Y` are each followed along their own type. A possible type not
+ * listed reaches no list and takes no size.
+ */
+export interface SpecByType {
+  readonly byType: ReadonlyMap<string, SizedSpec>;
+}
 
 /** A size handed down: the spec that says where, and the size in items. */
 export interface Sized {
-  readonly spec: SizedSpec;
+  readonly spec: SizedSpec | SpecByType;
   readonly size: number;
+}
+
+const NOWHERE: SizedSpec = new Map();
+
+/** The spec that applies on a value of object type `typeName`. */
+export function specOn(spec: SizedSpec | SpecByType, typeName: string): SizedSpec {
+  return 'byType' in spec ? (spec.byType.get(typeName) ?? NOWHERE) : spec;
 }
 
 /**
@@ -89,12 +108,15 @@ export function specId(spec: SizedSpec): number {
   return id;
 }
 
+/** A spec read from `sizedFields`: by field name only, alike on every possible type. */
+type NamedSpec = ReadonlyMap<string, NamedSpec | true>;
+
 /**
  * `sizedFields` as a spec: each entry a field name (`"edges"`) or a path in selection syntax
  * (`"results { page }"`, `"a { b c { d } }"`). An entry that does not parse is left out.
  */
 export function parseSizedFields(entries: readonly string[]): SizedSpec | undefined {
-  const root = new Map<string, SizedSpec | true>();
+  const root = new Map<string, NamedSpec | true>();
   for (const entry of entries) {
     const tokens = entry.match(/[_A-Za-z][_0-9A-Za-z]*|[{}]/g) ?? [];
     const parsed = parseTokens(tokens);
@@ -103,14 +125,14 @@ export function parseSizedFields(entries: readonly string[]): SizedSpec | undefi
   return root.size > 0 ? root : undefined;
 }
 
-function parseTokens(tokens: readonly string[]): Map<string, SizedSpec | true> | undefined {
-  const stack: Map<string, SizedSpec | true>[] = [new Map()];
+function parseTokens(tokens: readonly string[]): Map<string, NamedSpec | true> | undefined {
+  const stack: Map<string, NamedSpec | true>[] = [new Map()];
   let last: string | undefined;
   for (const token of tokens) {
     const current = stack[stack.length - 1]!;
     if (token === '{') {
       if (last === undefined || stack.length > 16) return undefined;
-      const child = new Map<string, SizedSpec | true>();
+      const child = new Map<string, NamedSpec | true>();
       current.set(last, child);
       stack.push(child);
       last = undefined;
@@ -126,7 +148,7 @@ function parseTokens(tokens: readonly string[]): Map<string, SizedSpec | true> |
   return stack.length === 1 ? stack[0] : undefined;
 }
 
-function mergeSpec(into: Map<string, SizedSpec | true>, from: SizedSpec): void {
+function mergeSpec(into: Map<string, NamedSpec | true>, from: NamedSpec): void {
   for (const [name, entry] of from) {
     const existing = into.get(name);
     if (entry === true || existing === undefined || existing === true) {

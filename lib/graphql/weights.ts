@@ -12,7 +12,7 @@ import type {
   GraphQLSchema,
 } from 'graphql';
 import type { GraphQLRuntime } from './runtime.js';
-import { parseSizedFields, type SizedSpec } from './sized.js';
+import { parseSizedFields, type SizedSpec, type SpecByType } from './sized.js';
 
 /** The key of `extensions` that carries a code-first `@cost`: `extensions.cost = { weight }`. */
 export const COST_EXTENSION = 'cost';
@@ -48,7 +48,7 @@ export interface ListSizeExtension {
 export interface ListSizeInfo {
   readonly assumedSize: number | undefined;
   readonly slicingArguments: readonly string[];
-  readonly sizedFields: SizedSpec | undefined;
+  readonly sizedFields: SizedSpec | SpecByType | undefined;
   readonly requireOneSlicingArgument: boolean;
 }
 

@@ -264,6 +264,95 @@ describe('page objects: the slice reaches lists through singular object fields',
   });
 });
 
+describe('page objects: each possible type of a union or interface is sized along its own fields', () => {
+  // The reviewer's schema: possible types with a same-named field `data` of different types.
+  const abstract = buildSchema(`
+    type Entry { id: ID author: String }
+    type X { items: [Entry] }
+    type Y { entries: [Entry] }
+    type A { data: X }
+    type B { data: Y }
+    union Page = A | B
+    type C { data: [Entry] }
+    type D { data: Y }
+    union Page2 = C | D
+    interface I { total: Int }
+    type E implements I { total: Int data: X }
+    type F implements I { total: Int data: Y }
+    type Query {
+      posts(limit: Int): Page
+      posts2(limit: Int): Page2
+      posts3(limit: Int): I
+      ctrl(limit: Int): B
+    }
+  `);
+
+  it('union A | B with A.data: X and B.data: Y: the B path is 100002 (was 12), as on B itself', () => {
+    // B 1 + Y 1 + 100000 entries × Entry 1 = 100002; the A branch selects nothing: A 1
+    const onB = '{ posts(limit: 100000) { ... on B { data { entries { id } } } } }';
+    expect(cost(abstract, onB)).toBe(100002);
+    expect(cost(abstract, '{ ctrl(limit: 100000) { data { entries { id } } } }')).toBe(100002);
+    // A 1 + X 1 + 100000 items × Entry 1 = 100002, as before
+    const onA = '{ posts(limit: 100000) { ... on A { data { items { id } } } } }';
+    expect(cost(abstract, onA)).toBe(100002);
+  });
+
+  it('union C | D with C.data: [Entry] and D.data: Y: the D path is 100002 (was 12)', () => {
+    // D 1 + Y 1 + 100000 entries × Entry 1 = 100002 (the list on C no longer hides D's path)
+    const onD = '{ posts2(limit: 100000) { ... on D { data { entries { id } } } } }';
+    expect(cost(abstract, onD)).toBe(100002);
+    // C 1 + 100000 × Entry 1 = 100001: C's own list still takes the size
+    expect(cost(abstract, '{ posts2(limit: 100000) { ... on C { data { id } } } }')).toBe(100001);
+  });
+
+  it('interface I with E.data: X and F.data: Y: the F path is 100002 (was 12)', () => {
+    // F 1 + Y 1 + 100000 entries × Entry 1 = 100002; E selects nothing: 1
+    const onF = '{ posts3(limit: 100000) { ... on F { data { entries { id } } } } }';
+    expect(cost(abstract, onF)).toBe(100002);
+    // E 1 + X 1 + 100000 items × Entry 1 = 100002
+    const onE = '{ posts3(limit: 100000) { total ... on E { data { items { id } } } } }';
+    expect(cost(abstract, onE)).toBe(100002);
+  });
+
+  it('both branches in one selection: the heavier possible type is the price', () => {
+    // A: 1 + 1 + 300 = 302; B: 1 + 1 + 300 × (Entry 1) = 302; one value is one of them: 302
+    const both =
+      '{ posts(limit: 300) { ... on A { data { items { id } } } ... on B { data { entries { id } } } } }';
+    expect(cost(abstract, both)).toBe(302);
+  });
+
+  it('a cycle through a union (Node.next: Chain, Chain = Node | Leaf) sizes the list at any depth, and terminates', () => {
+    const cyclic = buildSchema(`
+      type Entry { id: ID }
+      type Leaf { id: ID }
+      type Node { next: Chain items: [Entry] }
+      union Chain = Node | Leaf
+      type Query { chain(first: Int): Chain }
+    `);
+    // three Nodes 1 each + 40 entries × Entry 1 = 43 (a Leaf at any level would be 1)
+    const query =
+      '{ chain(first: 40) { ... on Node { next { ... on Node { next { ... on Node { items { id } } } } } } } }';
+    expect(cost(cyclic, query)).toBe(43);
+  });
+
+  it('aliases with different sizes over a fragment on the union: each possible type walked once', () => {
+    const aliases = Array.from(
+      { length: 1000 },
+      (_, i) => `p${i}: posts(limit: ${i + 1}) { ...P }`,
+    );
+    const query = `{ ${aliases.join(' ')} }
+      fragment P on Page { ... on A { data { items { id } } } ... on B { data { entries { id } } } }`;
+    const input = { schema: abstract, document: parse(query) };
+    // alias i: max(A, B) = 1 + 1 + (i + 1) = i + 3; Σ over i < 1000 = 499,500 + 3,000
+    // Steps: per alias the field and its spread on A and on B (3); the fragment once per
+    // possible type: two inline fragments + data + the list + id = 5, twice: 3000 + 10 = 3010
+    expect(requestedCost(graphql, input, { maxAnalysisSteps: 3010 })).toBe(502_500);
+    expect(() => requestedCost(graphql, input, { maxAnalysisSteps: 3009 })).toThrow(
+      CostAnalysisLimitError,
+    );
+  });
+});
+
 describe('variables the server does not tell (Mercurius subscriptions)', () => {
   const schema = buildSchema(`
     type Post { id: ID }
