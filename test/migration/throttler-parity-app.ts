@@ -103,13 +103,15 @@ interface Answer {
   limit: string | null;
   remaining: string | null;
   reset: string | null;
+  /** A refusal's message (the app's `errorMessage`), when asked for. */
+  message?: string;
 }
 
-async function answers(url: string, n: number): Promise<Answer[]> {
+async function answers(url: string, n: number, withMessage = false): Promise<Answer[]> {
   const seen: Answer[] = [];
   for (let i = 0; i < n; i++) {
     const res = await fetch(url);
-    await res.arrayBuffer();
+    const body = await res.text();
     const h = (name: string) => res.headers.get(name);
     seen.push({
       status: res.status,
@@ -117,6 +119,8 @@ async function answers(url: string, n: number): Promise<Answer[]> {
       limit: h('x-ratelimit-limit'),
       remaining: h('x-ratelimit-remaining'),
       reset: h('x-ratelimit-reset'),
+      ...(withMessage &&
+        res.status === 429 && { message: (JSON.parse(body) as { message: string }).message }),
     });
   }
   return seen;
@@ -138,12 +142,17 @@ function steppedClock(): (ms: number) => void {
 /**
  * `{ ttl: 4000, limit: 2, blockDuration: 2000 }` on a stepped clock (ms): 2 GETs at 0, one
  * at 500 (refused: the block runs to 2500), one at 1500, 3 at 2600 (after the block), one at
- * 4700 (after the block the third of 2600 started), each answer with its headers.
+ * 4700 (after the block the third of 2600 started), each answer with its headers, and each
+ * refusal with what an `errorMessage` function is handed.
  */
 async function blockEnds(api: Api, platform: Platform): Promise<unknown> {
   const at = steppedClock();
   const app = await listen(
-    appOf(api, { throttlers: [{ ttl: 4000, limit: 2, blockDuration: 2000 }] }),
+    appOf(api, {
+      throttlers: [{ ttl: 4000, limit: 2, blockDuration: 2000 }],
+      errorMessage: (_context: ExecutionContext, d: Record<string, number>) =>
+        `totalHits ${d.totalHits}, timeToExpire ${d.timeToExpire}, timeToBlockExpire ${d.timeToBlockExpire}`,
+    }),
     platform,
   );
   const seen: Record<number, Answer[]> = {};
@@ -155,7 +164,7 @@ async function blockEnds(api: Api, platform: Platform): Promise<unknown> {
     [4700, 1],
   ] as const) {
     at(ms);
-    seen[ms] = await answers(`${app.url}/cats`, n);
+    seen[ms] = await answers(`${app.url}/cats`, n, true);
   }
   await app.close();
   return seen;
