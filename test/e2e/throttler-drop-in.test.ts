@@ -137,7 +137,7 @@ describe.each(['memory', 'redis'] as const)('the drop-in on %s', (store) => {
     expect([onlyA.status, onlyA.headers.get('x-ratelimit-remaining-a')]).toEqual([200, '1']);
   });
 
-  it('a limit of 0 refuses every request, as the throttler does', async () => {
+  it('a limit of 0 refuses every request (6.7.1 admits one as each of its blocks ends)', async () => {
     const get = await start([
       ThrottlerModule.forRoot(
         options([

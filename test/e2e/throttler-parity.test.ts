@@ -80,6 +80,123 @@ describe.each(PLATFORMS)('a user function that throws never lifts a limit (%s)',
   }, 120_000);
 });
 
+type Answer = {
+  status: number;
+  retryAfter: string | null;
+  limit: string | null;
+  remaining: string | null;
+  reset: string | null;
+  message?: string;
+};
+const passes = (remaining: number, reset: number): Answer => ({
+  status: 200,
+  retryAfter: null,
+  limit: '2',
+  remaining: String(remaining),
+  reset: String(reset),
+});
+/** A refusal during a block, with what the app's `errorMessage` function was handed. */
+const refusal = (retryAfter: number, timeToExpire: number): Answer => ({
+  status: 429,
+  retryAfter: String(retryAfter),
+  limit: null,
+  remaining: null,
+  reset: null,
+  message: `totalHits 3, timeToExpire ${timeToExpire}, timeToBlockExpire ${retryAfter}`,
+});
+
+describe.each(PLATFORMS)('after a blockDuration ends (%s)', (platform) => {
+  it("{ ttl: 4000, limit: 2, blockDuration: 2000 }, stepped clock: the same statuses, Retry-After and X-RateLimit-Remaining; at 2600 ms, after the block, 6.7.1 says X-RateLimit-Reset 2 (the window of 0 ms goes on) and the drop-in 4 (a fresh window); during the block an errorMessage function is handed timeToExpire 4 by the drop-in (6.7.1: the window's rest, 4 then 3)", async () => {
+    const [real, ours] = await both<Record<string, Answer[]>>(platform, 'block-ends');
+    const before = { 0: [passes(1, 4), passes(0, 4)], 4700: [passes(1, 4)] };
+    expect(real).toEqual({
+      ...before,
+      500: [refusal(2, 4)],
+      1500: [refusal(1, 3)],
+      2600: [passes(1, 2), passes(0, 2), refusal(2, 2)],
+    });
+    expect(ours).toEqual({
+      ...before,
+      500: [refusal(2, 4)],
+      1500: [refusal(1, 4)],
+      2600: [passes(1, 4), passes(0, 4), refusal(2, 4)],
+    });
+  }, 120_000);
+});
+
+describe.each(PLATFORMS)('settings at the edges, stepped clock (%s)', (platform) => {
+  it('limit 0 refuses every request (6.7.1 admits one when each block ends); limit Infinity says the whole ttl in X-RateLimit-Reset; a ttl or blockDuration of Infinity or 50 years says 2^40 ms in seconds, not "Infinity" or 1576800000; ttl 0 is a 1 ms window (6.7.1 never refuses); a fractional limit admits its whole part even with blockDuration 0 (6.7.1 rounds up there); everything else alike', async () => {
+    const [real, ours] = await both<Record<string, string[]>>(platform, 'edges');
+    const MAX_S = '1099511628';
+    const alike = {
+      'limit 2.5': [
+        '0: 200 limit=2.5 remaining=1.5 reset=1',
+        '0: 200 limit=2.5 remaining=0.5 reset=1',
+        '0: 429 retry-after=1',
+        '0: 429 retry-after=1',
+      ],
+    };
+    expect(real).toEqual({
+      ...alike,
+      'limit 0': [
+        '0: 429 retry-after=2',
+        '1000: 429 retry-after=1',
+        '2100: 200 limit=0 remaining=0 reset=2',
+        '2100: 429 retry-after=2',
+      ],
+      'limit Infinity': [
+        '0: 200 limit=Infinity remaining=Infinity reset=60',
+        '10000: 200 limit=Infinity remaining=Infinity reset=50',
+      ],
+      'ttl Infinity': ['0: 200 limit=1 remaining=0 reset=Infinity', '0: 429 retry-after=Infinity'],
+      'ttl 50 years': [
+        '0: 200 limit=1 remaining=0 reset=1576800000',
+        '0: 429 retry-after=1576800000',
+      ],
+      'blockDuration Infinity': [
+        '0: 200 limit=1 remaining=0 reset=1',
+        '0: 429 retry-after=Infinity',
+      ],
+      'blockDuration 50 years': [
+        '0: 200 limit=1 remaining=0 reset=1',
+        '0: 429 retry-after=1576800000',
+      ],
+      'ttl 0': ['0: 200 limit=1 remaining=0 reset=0', '0: 200 limit=1 remaining=0 reset=0'],
+      'limit 2.5, blockDuration 0': [
+        '0: 200 limit=2.5 remaining=1.5 reset=1',
+        '0: 200 limit=2.5 remaining=0.5 reset=1',
+        '0: 200 limit=2.5 remaining=0 reset=1',
+        '0: 429 retry-after=1',
+      ],
+    });
+    expect(ours).toEqual({
+      ...alike,
+      'limit 0': [
+        '0: 429 retry-after=2',
+        '1000: 429 retry-after=2',
+        '2100: 429 retry-after=2',
+        '2100: 429 retry-after=2',
+      ],
+      'limit Infinity': [
+        '0: 200 limit=Infinity remaining=Infinity reset=60',
+        '10000: 200 limit=Infinity remaining=Infinity reset=60',
+      ],
+      'ttl Infinity': [`0: 200 limit=1 remaining=0 reset=${MAX_S}`, `0: 429 retry-after=${MAX_S}`],
+      'ttl 50 years': [`0: 200 limit=1 remaining=0 reset=${MAX_S}`, `0: 429 retry-after=${MAX_S}`],
+      'blockDuration Infinity': [
+        '0: 200 limit=1 remaining=0 reset=1',
+        `0: 429 retry-after=${MAX_S}`,
+      ],
+      'blockDuration 50 years': [
+        '0: 200 limit=1 remaining=0 reset=1',
+        `0: 429 retry-after=${MAX_S}`,
+      ],
+      'ttl 0': ['0: 200 limit=1 remaining=0 reset=1', '0: 429 retry-after=1'],
+      'limit 2.5, blockDuration 0': alike['limit 2.5'],
+    });
+  }, 120_000);
+});
+
 describe('graphql-ws: one tracker per client address, never one for all', () => {
   it('{ ttl: 60000, limit: 3 }: 127.0.0.1 gets 3 subscriptions, then .2, .3 and .4 each get their first; 6.7.1 pools them all (req.ip of the graphql-ws context is undefined) and refuses .2, .3, .4', async () => {
     const [real, ours] = await both<Record<string, string[]>>('express', 'graphql-ws');

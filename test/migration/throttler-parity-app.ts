@@ -96,6 +96,135 @@ async function userAgents(api: Api, platform: Platform): Promise<unknown> {
   return { statuses: seen, lastIndex: bot.lastIndex };
 }
 
+/** What a client reads from one answer: the status and the throttler's headers (null: absent). */
+interface Answer {
+  status: number;
+  retryAfter: string | null;
+  limit: string | null;
+  remaining: string | null;
+  reset: string | null;
+  /** A refusal's message (the app's `errorMessage`), when asked for. */
+  message?: string;
+}
+
+async function answers(url: string, n: number, withMessage = false): Promise<Answer[]> {
+  const seen: Answer[] = [];
+  for (let i = 0; i < n; i++) {
+    const res = await fetch(url);
+    const body = await res.text();
+    const h = (name: string) => res.headers.get(name);
+    seen.push({
+      status: res.status,
+      retryAfter: h('retry-after'),
+      limit: h('x-ratelimit-limit'),
+      remaining: h('x-ratelimit-remaining'),
+      reset: h('x-ratelimit-reset'),
+      ...(withMessage &&
+        res.status === 429 && { message: (JSON.parse(body) as { message: string }).message }),
+    });
+  }
+  return seen;
+}
+
+/**
+ * A stepped clock for both throttlers: `Date.now` is all 6.7.1's storage reads (it has no
+ * clock option), and the drop-in's in-memory storage takes `Date.now` when it is built, so
+ * the clock is replaced before the app is. Returns `at(ms)`: moves the clock to `ms` after
+ * the start.
+ */
+function steppedClock(): (ms: number) => void {
+  const start = Date.now();
+  let now = start;
+  Date.now = () => now;
+  return (ms) => void (now = start + ms);
+}
+
+/**
+ * `{ ttl: 4000, limit: 2, blockDuration: 2000 }` on a stepped clock (ms): 2 GETs at 0, one
+ * at 500 (refused: the block runs to 2500), one at 1500, 3 at 2600 (after the block), one at
+ * 4700 (after the block the third of 2600 started), each answer with its headers, and each
+ * refusal with what an `errorMessage` function is handed.
+ */
+async function blockEnds(api: Api, platform: Platform): Promise<unknown> {
+  const at = steppedClock();
+  const app = await listen(
+    appOf(api, {
+      throttlers: [{ ttl: 4000, limit: 2, blockDuration: 2000 }],
+      errorMessage: (_context: ExecutionContext, d: Record<string, number>) =>
+        `totalHits ${d.totalHits}, timeToExpire ${d.timeToExpire}, timeToBlockExpire ${d.timeToBlockExpire}`,
+    }),
+    platform,
+  );
+  const seen: Record<number, Answer[]> = {};
+  for (const [ms, n] of [
+    [0, 2],
+    [500, 1],
+    [1500, 1],
+    [2600, 3],
+    [4700, 1],
+  ] as const) {
+    at(ms);
+    seen[ms] = await answers(`${app.url}/cats`, n, true);
+  }
+  await app.close();
+  return seen;
+}
+
+/** An answer in one line: the status, then each header present (`retry-after=2 limit=1 ...`). */
+function line(a: Answer): string {
+  const { status, retryAfter, ...rest } = a;
+  const fields = { 'retry-after': retryAfter, ...rest };
+  const present = Object.entries(fields).filter(([, value]) => value !== null);
+  return [status, ...present.map(([name, value]) => `${name}=${value}`)].join(' ');
+}
+
+const YEARS_50 = 50 * 365 * 86_400_000;
+/** Settings at the edges of what the throttler takes, each with its requests: [ms, GETs]. */
+const EDGES: Record<string, [object, (readonly [number, number])[]]> = {
+  'limit 0': [
+    { ttl: 2000, limit: 0 },
+    [
+      [0, 1],
+      [1000, 1],
+      [2100, 2],
+    ],
+  ],
+  'limit Infinity': [
+    { ttl: 60_000, limit: Infinity },
+    [
+      [0, 1],
+      [10_000, 1],
+    ],
+  ],
+  'ttl Infinity': [{ ttl: Infinity, limit: 1 }, [[0, 2]]],
+  'ttl 50 years': [{ ttl: YEARS_50, limit: 1 }, [[0, 2]]],
+  'blockDuration Infinity': [{ ttl: 1000, limit: 1, blockDuration: Infinity }, [[0, 2]]],
+  'blockDuration 50 years': [{ ttl: 1000, limit: 1, blockDuration: YEARS_50 }, [[0, 2]]],
+  'ttl 0': [{ ttl: 0, limit: 1 }, [[0, 2]]],
+  'limit 2.5, blockDuration 0': [{ ttl: 1000, limit: 2.5, blockDuration: 0 }, [[0, 4]]],
+  'limit 2.5': [{ ttl: 1000, limit: 2.5 }, [[0, 4]]],
+};
+
+/**
+ * Each of {@link EDGES} on a fresh app and a stepped clock: per setting, its answers as
+ * `<ms>: <line>`.
+ */
+async function edges(api: Api, platform: Platform): Promise<unknown> {
+  const at = steppedClock();
+  const result: Record<string, string[]> = {};
+  for (const [name, [throttler, steps]] of Object.entries(EDGES)) {
+    at(0);
+    const app = await listen(appOf(api, { throttlers: [throttler] }), platform);
+    result[name] = [];
+    for (const [ms, n] of steps) {
+      at(ms);
+      for (const a of await answers(`${app.url}/cats`, n)) result[name].push(`${ms}: ${line(a)}`);
+    }
+    await app.close();
+  }
+  return result;
+}
+
 const PLANS: Record<string, { limit: number }> = { free: { limit: 2 } };
 type Req = { headers: Record<string, string | undefined> };
 const reqOf = (ctx: ExecutionContext) => ctx.switchToHttp().getRequest<Req>();
@@ -242,6 +371,8 @@ const SCENARIOS: Record<string, (api: Api, platform: Platform) => Promise<unknow
   'user-agents': userAgents,
   throwing,
   'graphql-ws': graphqlWs,
+  'block-ends': blockEnds,
+  edges,
 };
 
 async function main(): Promise<void> {
