@@ -24,7 +24,14 @@ import {
 } from '@nestjs/common';
 import { APP_GUARD, Reflector } from '@nestjs/core';
 import type { Redis } from 'ioredis';
-import { byTier, keys, RateLimit, rateLimitContext, RateLimitModule } from '../../lib/index.js';
+import {
+  byTier,
+  keys,
+  MemoryStore,
+  RateLimit,
+  rateLimitContext,
+  RateLimitModule,
+} from '../../lib/index.js';
 import { disconnect, newRedis, redisUrl } from '../harness/redis.js';
 import {
   bootstrap,
@@ -251,7 +258,10 @@ describe.each(PLATFORMS)('the README tier recipe behind an API-key guard, on %s'
   const logger = new CapturingLogger();
   let h: AppHandle;
   beforeAll(async () => {
-    h = await createApp(platform, {}, [ReportsController], {
+    // A clock that stands still: 100/m refills one every 600 ms, so on the real clock a loaded
+    // machine that takes over 1.2 s for the 102 requests would admit 102.
+    const store = new MemoryStore({ clock: () => 1_800_000_000_000, sweepIntervalMs: 0 });
+    h = await createApp(platform, { store }, [ReportsController], {
       logger,
       providers: [AccountsService, ApiKeyGuard],
     });
