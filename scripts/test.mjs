@@ -8,15 +8,21 @@ import { fileURLToPath, URL } from 'node:url';
 const jest = fileURLToPath(new URL('../node_modules/jest/bin/jest.js', import.meta.url));
 const args = process.argv.slice(2);
 
-function pass(extra, env) {
+// The timing pass runs in band, which Jest refuses beside a worker count.
+const workerCount = /^(--maxWorkers|-w)(=|$)/;
+const inBand = args.filter(
+  (arg, i) => !workerCount.test(arg) && !/^(--maxWorkers|-w)$/.test(args[i - 1] ?? ''),
+);
+
+function pass(extra, env, passArgs = args) {
   const { status, signal } = spawnSync(
     process.execPath,
-    ['--experimental-vm-modules', jest, ...extra, ...args],
+    ['--experimental-vm-modules', jest, ...extra, ...passArgs],
     { stdio: 'inherit', env: { ...process.env, ...env } },
   );
   return signal ? 1 : (status ?? 1);
 }
 
 const parallel = pass(['--passWithNoTests'], { NRL_TIMING: '' });
-const timing = pass(['--runInBand', '--passWithNoTests'], { NRL_TIMING: '1' });
+const timing = pass(['--runInBand', '--passWithNoTests'], { NRL_TIMING: '1' }, inBand);
 process.exit(parallel || timing);

@@ -135,7 +135,8 @@ describe.each(PLATFORMS)('rateLimitInterceptor on HttpService, calling a %s app'
       client.http.post(url, {}, { headers: { 'Idempotency-Key': 'o-1' } }),
     ).catch((e: unknown) => e);
     expect((keyed as RateLimitedError).reason).toBe('wait-too-long');
-    expect(performance.now() - started).toBeLessThan(2000);
+    // Well before the 10 s it may wait (one round trip; generous for a loaded machine).
+    expect(performance.now() - started).toBeLessThan(5000);
   });
 
   it('a refused PUT is retried below the interceptors: one registered after it sees the answer once', async () => {
@@ -200,7 +201,8 @@ describe.each(PLATFORMS)('rateLimitInterceptor on HttpService, calling a %s app'
       setTimeout(() => controller.abort(), 100);
       const error = await http.get(url, { signal: controller.signal }).catch((e: unknown) => e);
       expect(axios.isCancel(error)).toBe(true);
-      expect(performance.now() - started).toBeLessThan(2000);
+      // Long before the hour it was waiting (generous for a loaded machine).
+      expect(performance.now() - started).toBeLessThan(10_000);
       // Refused once, then the wait was aborted: nothing was sent again.
       expect(hourlyHits).toBe(1);
     } finally {

@@ -105,10 +105,16 @@ describe.each(PLATFORMS.flatMap((p) => STORES.map((s) => [p, s] as const)))(
 
     it('a plain fetch burst to the same route meets 429s (for contrast)', async () => {
       const headers = { 'x-client': id() };
+      const started = performance.now();
       const replies = await Promise.all(
         Array.from({ length: 20 }, () => fetch(`${h.url}/client/five`, { headers })),
       );
-      expect(replies.filter((r) => r.status === 429).length).toBeGreaterThanOrEqual(14);
+      // 5 at once, and one more per 200 ms the burst took (many on a loaded machine): the
+      // rest are refused.
+      const refilled = Math.floor((performance.now() - started) / 200);
+      expect(replies.filter((r) => r.status === 429).length).toBeGreaterThanOrEqual(
+        Math.min(15 - refilled, 14),
+      );
     });
 
     it('jitter spreads the retries of 10 refused clients over at least half of the jitter window', async () => {
@@ -116,6 +122,8 @@ describe.each(PLATFORMS.flatMap((p) => STORES.map((s) => [p, s] as const)))(
       const clients = Array.from({ length: 10 }, (_, i) => ({
         headers: { 'x-client': `${id()}-${i}` },
         events: [] as RetryEvent[],
+        /** When each retry's wait began (`performance.now()`, ms). */
+        waitsFrom: [] as number[],
       }));
       // Each client spends its one request of the window, then asks again and is refused.
       await Promise.all(
@@ -128,7 +136,10 @@ describe.each(PLATFORMS.flatMap((p) => STORES.map((s) => [p, s] as const)))(
             jitterMs,
             pacing: false,
             random: seeded(i + 1),
-            onRetry: (e) => c.events.push(e),
+            onRetry: (e) => {
+              c.events.push(e);
+              c.waitsFrom.push(performance.now());
+            },
           })(`${h.url}/client/window`, { headers: c.headers }),
         ),
       );
@@ -139,13 +150,17 @@ describe.each(PLATFORMS.flatMap((p) => STORES.map((s) => [p, s] as const)))(
       const jitter = retried.map((e) => e.delayMs - e.fields.retryAfterMs!);
       expect(Math.min(...jitter)).toBeGreaterThanOrEqual(0);
       expect(Math.max(...jitter)).toBeLessThan(jitterMs);
-      // And they reached the server spread out as much, not in one instant.
-      const admitted = arrivals
-        .slice(from)
-        .filter((a) => clients.some((c) => c.headers['x-client'] === a.client))
-        .map((a) => a.at);
-      expect(admitted).toHaveLength(10);
-      expect(Math.max(...admitted) - Math.min(...admitted)).toBeGreaterThanOrEqual(jitterMs / 2);
+      expect(Math.max(...jitter) - Math.min(...jitter)).toBeGreaterThanOrEqual(jitterMs / 2);
+      // And each retry waited its own delay before it reached the server. (A lower bound: a
+      // loaded machine only makes timers late, and how late is not the client's doing.)
+      const retriedAt = clients.map(
+        (c) =>
+          arrivals.slice(from).find((a) => a.client === c.headers['x-client'])?.at ?? -Infinity,
+      );
+      clients.forEach((c, i) => {
+        // 1 ms: Node may fire a timer up to a millisecond before its whole-ms due time.
+        expect(retriedAt[i]).toBeGreaterThanOrEqual(c.waitsFrom[0]! + c.events[0]!.delayMs - 1);
+      });
     });
 
     it('a POST without an idempotency key is not retried; with one it is', async () => {
@@ -182,7 +197,8 @@ describe.each(PLATFORMS.flatMap((p) => STORES.map((s) => [p, s] as const)))(
       const error = (await limited(`${h.url}/client/hourly`, { headers }).catch(
         (e: unknown) => e,
       )) as RateLimitedError<Response>;
-      expect(performance.now() - started).toBeLessThan(2000);
+      // Well before the 10 s it may wait (one round trip; generous for a loaded machine).
+      expect(performance.now() - started).toBeLessThan(5000);
       expect(error).toBeInstanceOf(RateLimitedError);
       expect(error.reason).toBe('wait-too-long');
       expect(error.retryAfterMs).toBeGreaterThanOrEqual(3_599_000);
@@ -200,7 +216,8 @@ describe.each(PLATFORMS.flatMap((p) => STORES.map((s) => [p, s] as const)))(
       const waiting = limited(`${h.url}/client/hourly`, { headers, signal: controller.signal });
       setTimeout(() => controller.abort(new Error('caller gave up')), 100);
       await expect(waiting).rejects.toThrow('caller gave up');
-      expect(performance.now() - started).toBeLessThan(2000);
+      // Long before the hour it was waiting (generous for a loaded machine).
+      expect(performance.now() - started).toBeLessThan(10_000);
     });
   },
 );

@@ -14,6 +14,12 @@ export interface StoreFixture {
 /** Builds fixtures of one kind of store; `close` releases its connection. */
 export interface StoreKind {
   readonly name: string;
+  /**
+   * The store expires keys on its own real clock (Redis), not on the injected one: a key
+   * written with a TTL of t ms may be gone t ms of real time later, however still the test
+   * clock stands. MemoryStore expires on the injected clock only.
+   */
+  readonly expiresInRealTime: boolean;
   make(clock: () => number): StoreFixture;
   close(): Promise<void>;
 }
@@ -21,6 +27,7 @@ export interface StoreKind {
 export function memoryKind(): StoreKind {
   return {
     name: 'MemoryStore',
+    expiresInRealTime: false,
     make(clock) {
       const store = new MemoryStore({ clock, sweepIntervalMs: 0 });
       return {
@@ -36,6 +43,7 @@ export function memoryKind(): StoreKind {
 function redisKind(name: string, client: Redis | Cluster): StoreKind {
   return {
     name,
+    expiresInRealTime: true,
     make(clock) {
       return {
         store: new RedisStore({ client, clock }),
@@ -57,3 +65,13 @@ export const clusterKind = (): StoreKind =>
     'Redis Cluster',
     newCluster({ retryDelayOnFailover: 0, redisOptions: { autoResendUnfulfilledCommands: false } }),
   );
+
+/**
+ * How much of a TTL written by a call sent at `sentAt` (`performance.now()`, ms) the store may
+ * have counted down by now: on a store that expires in real time, the real time since then,
+ * rounded up, plus 1 ms for Redis' whole-ms clock (measured, so it holds however loaded the
+ * machine); 0 on one that expires on the injected clock.
+ */
+export function countedDown(kind: StoreKind, sentAt: number): number {
+  return kind.expiresInRealTime ? Math.ceil(performance.now() - sentAt) + 1 : 0;
+}

@@ -63,7 +63,8 @@ describe.each(PLATFORMS)('Redis down at boot, on %s', (platform) => {
   });
 
   it('starts anyway, within the bounded wait for the first connection', () => {
-    expect(bootMs).toBeLessThan(5000);
+    // Generous for a loaded machine; an app that waited for Redis would not start at all.
+    expect(bootMs).toBeLessThan(15_000);
     expect(logger.matching('Redis not reachable within 200 ms')).toEqual([
       'Redis not reachable within 200 ms: starting anyway; limits apply once it is ' +
         '(see docs/reference/errors.md#rate_limitredis_unreachable in the nest-rate-limit package)',

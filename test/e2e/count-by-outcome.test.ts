@@ -5,8 +5,9 @@
  */
 import 'reflect-metadata';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { Controller, Get, Query, UnauthorizedException } from '@nestjs/common';
+import { Controller, Get, Query, Req, UnauthorizedException } from '@nestjs/common';
 import { get } from 'node:http';
+import type { Socket } from 'node:net';
 import { keys, RateLimit, RateLimitService, type PolicyInput } from '../../lib/index.js';
 import { createApp, PLATFORMS, pollUntil, type AppHandle } from './support/app.js';
 
@@ -29,11 +30,28 @@ class AuthController {
 
   @Get('slow')
   @RateLimit('5/m', { key: keys.ip, count: 'failed' })
-  async slow() {
-    await new Promise((resolve) => setTimeout(resolve, 300));
+  async slow(@Req() req: { socket: Socket }) {
+    const gate = slowGate;
+    const hungUp = deferred();
+    req.socket.once('close', hungUp.resolve);
+    gate.entered.resolve();
+    // Answers only once its client has hung up (after Node has told the response so).
+    await hungUp.promise;
+    gate.returned.resolve();
     return 'done';
   }
 }
+
+/** A promise and its resolve. */
+function deferred() {
+  let resolve!: () => void;
+  const promise = new Promise<void>((r) => (resolve = r));
+  return { promise, resolve };
+}
+
+/** The slow handler's steps, awaited in order rather than timed. */
+const gate = () => ({ entered: deferred(), returned: deferred() });
+let slowGate = gate();
 
 const IP = 'ip:127.0.0.1';
 const login: PolicyInput = { rate: '5/15m', scope: 'AuthController.login' };
@@ -80,14 +98,18 @@ describe.each(PLATFORMS)('count by outcome on %s', (platform) => {
     });
 
     it('a request whose client hangs up before the response keeps its spending', async () => {
-      // A connection of its own (no pool), closed by the client 100 ms into the 300 ms handler.
+      // A connection of its own (no pool), closed by the client while the handler runs.
+      slowGate = gate();
       const request = get(`${h.url}/auth/slow`, { agent: false });
       request.on('error', () => undefined);
-      await new Promise((resolve) => setTimeout(resolve, 100));
-      request.destroy();
+      await slowGate.entered.promise;
       expect(await remaining(slow)).toEqual([4]);
-      // Past the handler's end: a success would have been refunded by now.
-      await new Promise((resolve) => setTimeout(resolve, 600));
+      request.destroy();
+      await slowGate.returned.promise;
+      // Past the handler's end: a success would be refunded as its response is written, in
+      // the turns that follow; 300 ms is only how long this looks for a refund that must
+      // not come.
+      await new Promise((resolve) => setTimeout(resolve, 300));
       expect(await remaining(slow)).toEqual([4]);
     });
   });

@@ -73,9 +73,10 @@ describe.each(PLATFORMS)('operations on %s', (platform) => {
     });
     const began = Date.now();
     const statuses = (await times(7, () => h.get('/ops'))).map((r) => r.status);
-    // The last answer stands (none yet: on), after at most 100 ms per request.
+    // The last answer stands (none yet: on), after at most 100 ms per request; a stalled
+    // request would not answer at all. Generous for a loaded machine: under a second each.
     expect(statuses).toEqual([200, 200, 200, 200, 200, 429, 429]);
-    expect(Date.now() - began).toBeLessThan(7 * 100 + 1500);
+    expect(Date.now() - began).toBeLessThan(7 * 1000);
     // Asked once: while that answer is pending, requests take the last one at once.
     expect(calls).toBe(1);
   });

@@ -73,6 +73,7 @@ describe.each(PLATFORMS)("errorFormat: 'problem' on %s", (platform) => {
     // A Redis of this suite's own, stopped for the 503; the client is ours, never retrying.
     server = await startRedisServer();
     client = new Redis(server.url, {
+      autoResendUnfulfilledCommands: false,
       enableOfflineQueue: false,
       maxRetriesPerRequest: 0,
       retryStrategy: () => null,

@@ -18,12 +18,16 @@ interface Job {
   requests: number;
 }
 
-const standalone = new Redis(process.env.NRL_TEST_REDIS_URL!);
+// Tuned as a limiter's clients should be: never re-send a script.
+const standalone = new Redis(process.env.NRL_TEST_REDIS_URL!, {
+  autoResendUnfulfilledCommands: false,
+});
 const cluster = new Cluster(
   process.env.NRL_TEST_CLUSTER_NODES!.split(',').map((n) => {
     const [host, port] = n.split(':');
     return { host: host!, port: Number(port) };
   }),
+  { retryDelayOnFailover: 0, redisOptions: { autoResendUnfulfilledCommands: false } },
 );
 await Promise.all([standalone.ping(), cluster.ping()]);
 process.stdout.write('ready\n');

@@ -24,7 +24,12 @@ for await (const line of createInterface({ input: process.stdin })) {
   const status = client.status;
   // Outcomes are what this reports; a lost connection shows in them.
   client.on('error', () => undefined);
-  const store = new RedisStore({ client, connectTimeoutMs: job.connectTimeoutMs });
+  // ioredis's defaults on purpose, re-sending included: said so, so the store does not warn.
+  const store = new RedisStore({
+    client,
+    connectTimeoutMs: job.connectTimeoutMs,
+    acceptReplays: true,
+  });
   const limiter = new RateLimiter({
     store,
     prefix: job.prefix,

@@ -278,11 +278,12 @@ describe('across two OS processes', () => {
       };
       const exemptAt = await send('exempt');
       expect(await pollUntil(async () => (await app.get('/hi')).status === 200, 5000)).toBe(true);
-      // 100 ms between reads, plus a round trip: well under a second even on a loaded machine.
-      expect(performance.now() - exemptAt).toBeLessThan(1000);
+      // 100 ms between reads, plus a round trip; generous for a loaded machine (a store that
+      // did not read the index would not see it at all).
+      expect(performance.now() - exemptAt).toBeLessThan(3000);
       const removedAt = await send('removeExemption');
       expect(await pollUntil(async () => (await app.get('/hi')).status === 429, 5000)).toBe(true);
-      expect(performance.now() - removedAt).toBeLessThan(1000);
+      expect(performance.now() - removedAt).toBeLessThan(3000);
     } finally {
       await app.close();
     }

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
 import { Cluster, Redis } from 'ioredis';
 import { ALGORITHMS, RateLimitBackendError, RateLimiter, RedisStore } from '../../lib/index.js';
 import { CONSUME_SCRIPT } from '../../lib/core/stores/redis-script.js';
@@ -222,5 +222,41 @@ describe('replaySettings: clients that could count one request twice', () => {
     ]);
     expect(replaySettings(safeCluster)).toEqual([]);
     for (const c of [plain, tuned, cluster, safeCluster]) c.disconnect();
+  });
+});
+
+describe('NRL_UNSAFE_REDIS_CLIENT', () => {
+  /**
+   * The codes of the warnings `make` emits, taken rather than printed. (Jest's sandbox keeps
+   * the `warning` event of the worker's process from the test: read them at the call.)
+   */
+  function warningsOf(make: () => void): string[] {
+    const emit = jest.spyOn(process, 'emitWarning').mockImplementation(() => undefined);
+    try {
+      make();
+      return emit.mock.calls
+        .map(([, options]) => (options as { code?: string } | undefined)?.code)
+        .filter((code) => code === 'NRL_UNSAFE_REDIS_CLIENT') as string[];
+    } finally {
+      emit.mockRestore();
+    }
+  }
+
+  it('is emitted once per re-sending client, and not for one whose store sets acceptReplays', () => {
+    const warned = new Redis({ lazyConnect: true });
+    const accepted = new Redis({ lazyConnect: true });
+    try {
+      const twice = () => [
+        new RedisStore({ client: warned, controlRefreshMs: false }),
+        new RedisStore({ client: warned, controlRefreshMs: false }),
+      ];
+      expect(warningsOf(twice)).toEqual(['NRL_UNSAFE_REDIS_CLIENT']);
+      const acknowledged = () =>
+        new RedisStore({ client: accepted, controlRefreshMs: false, acceptReplays: true });
+      expect(warningsOf(acknowledged)).toEqual([]);
+    } finally {
+      warned.disconnect();
+      accepted.disconnect();
+    }
   });
 });

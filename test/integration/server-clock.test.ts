@@ -13,7 +13,7 @@ import { newRedis } from '../harness/redis.js';
 describe.each(['token-bucket', 'gcra'] as const)(
   '%s on the server clock',
   (algorithm: Algorithm) => {
-    const client = newRedis();
+    const client = newRedis({ autoResendUnfulfilledCommands: false });
     afterAll(() => client.quit());
 
     function setup() {

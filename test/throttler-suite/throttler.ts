@@ -22,7 +22,12 @@ export * from '../../lib/throttler/index.js';
 
 /** On a Redis Cluster client of its own, closed with the app (a client passed in is not). */
 class ClusterStorage extends RateLimitRedisStorage {
-  constructor(private readonly cluster = newCluster({ retryDelayOnFailover: 0 })) {
+  constructor(
+    private readonly cluster = newCluster({
+      retryDelayOnFailover: 0,
+      redisOptions: { autoResendUnfulfilledCommands: false },
+    }),
+  ) {
     super(cluster, { prefix: `ts-${randomUUID().slice(0, 8)}` });
   }
   override async onApplicationShutdown(): Promise<void> {

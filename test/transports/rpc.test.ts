@@ -350,6 +350,7 @@ describe('a TCP microservice whose Redis is down', () => {
     const server = await startRedisServer();
     // A client of our own that never reconnects: the module leaves it to us to close.
     const client = new Redis(server.url, {
+      autoResendUnfulfilledCommands: false,
       enableOfflineQueue: false,
       maxRetriesPerRequest: 0,
       retryStrategy: () => null,

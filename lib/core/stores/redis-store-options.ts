@@ -12,6 +12,14 @@ export interface RedisStoreOptions {
    */
   client: Redis | Cluster;
   /**
+   * `true` acknowledges a `client` configured to re-send unfulfilled commands, which may
+   * count one request twice when a reply is lost with its connection: the store then emits
+   * no `NRL_UNSAFE_REDIS_CLIENT` warning for it. For a client shared with code that needs
+   * those settings, or a test that means to use one. Default `false`: the store warns, once
+   * per client.
+   */
+  acceptReplays?: boolean;
+  /**
    * **Tests only.** Replaces the Redis server clock with this one, in ms since the
    * epoch. In production every instance must share the Redis clock, so leave it unset.
    */

@@ -50,7 +50,8 @@ export class RedisStore implements RateLimitStore {
   private readonly readiness: ClientReadiness;
 
   /**
-   * Emits a `NRL_UNSAFE_REDIS_CLIENT` warning for a client that may replay a script (see `replaySettings`).
+   * Emits a `NRL_UNSAFE_REDIS_CLIENT` warning for a client that may replay a script (see
+   * `replaySettings`), unless `acceptReplays` is true.
    * @throws {RateLimitConfigError} `ERR_RATE_LIMIT_STORE_OPTION` for a bad `controlRefreshMs` or `connectTimeoutMs`
    */
   constructor(options: RedisStoreOptions) {
@@ -73,7 +74,7 @@ export class RedisStore implements RateLimitStore {
     this.clock = options.clock;
     this.index = new ControlIndex(options.client, controlRefreshMs || 0, options.clock);
     this.readiness = new ClientReadiness(options.client, connectTimeoutMs);
-    warnIfReplaying(options.client);
+    if (options.acceptReplays !== true) warnIfReplaying(options.client);
   }
 
   /** See `RateLimitStore.ready` and `ClientReadiness`. */
