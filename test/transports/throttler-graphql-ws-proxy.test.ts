@@ -22,7 +22,7 @@ import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { createClient } from 'graphql-ws';
 import WebSocket, { WebSocketServer } from 'ws';
 import { ThrottlerGuard, ThrottlerModule } from '../../lib/throttler/index.js';
-import { loadableMercurius } from '../transports/support/mercurius-interop.js';
+import { loadableMercurius } from './support/mercurius-interop.js';
 
 await loadableMercurius();
 
