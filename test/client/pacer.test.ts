@@ -1,5 +1,5 @@
 /**
- * The cooperative client's pacer (issue 24, review findings): what it holds back and for how
+ * The cooperative client's pacer: what it holds back and for how
  * long, on Jest's fake clock (Date.now and timers together).
  */
 import { afterEach, beforeEach, describe, expect, it, jest } from '@jest/globals';
@@ -16,6 +16,14 @@ async function settled(promise: Promise<unknown>): Promise<boolean> {
   );
   for (let i = 0; i < 10; i++) await Promise.resolve();
   return done;
+}
+
+/** `ticket` once the fake clock has moved `ms`: still held 1 ms before, released at `ms`. */
+async function releasedAfter(ticket: Promise<Ticket>, ms: number): Promise<Ticket> {
+  await jest.advanceTimersByTimeAsync(ms - 1);
+  expect(await settled(ticket)).toBe(false);
+  await jest.advanceTimersByTimeAsync(1);
+  return ticket;
 }
 
 describe('Pacer', () => {
@@ -51,10 +59,7 @@ describe('Pacer', () => {
     // 5 per 2 s, spent: an emission interval (400 ms) later the window would still refuse.
     pacer.observe(first, fields({ ratelimit: '"w";r=0;t=2', 'ratelimit-policy': '"w";q=5;w=2' }));
     const next = pacer.reserve('a', 60_000);
-    await jest.advanceTimersByTimeAsync(1999);
-    expect(await settled(next)).toBe(false);
-    await jest.advanceTimersByTimeAsync(1);
-    expect((await next).waitedMs).toBe(2000);
+    expect((await releasedAfter(next, 2000)).waitedMs).toBe(2000);
   });
 
   it('past a reset, does not take the quota as full again: one request learns it first', async () => {
@@ -91,10 +96,7 @@ describe('Pacer', () => {
     const pacer = new Pacer();
     await pacer.reserve('a', 60_000);
     const waiting = pacer.reserve('a', 60_000);
-    await jest.advanceTimersByTimeAsync(1999);
-    expect(await settled(waiting)).toBe(false);
-    await jest.advanceTimersByTimeAsync(1);
-    expect((await waiting).waitedMs).toBe(2000);
+    expect((await releasedAfter(waiting, 2000)).waitedMs).toBe(2000);
   });
 
   it('never holds a request past its own budget to learn', async () => {
@@ -114,10 +116,7 @@ describe('Pacer', () => {
     const refused = await pacer.reserve('b', 60_000);
     pacer.observe(refused, fields({ 'retry-after': '30', ratelimit: '"q";r=0;t=30' }), true);
     const next = pacer.reserve('b', 60_000);
-    await jest.advanceTimersByTimeAsync(29_999);
-    expect(await settled(next)).toBe(false);
-    await jest.advanceTimersByTimeAsync(1);
-    expect((await next).waitedMs).toBe(30_000);
+    expect((await releasedAfter(next, 30000)).waitedMs).toBe(30_000);
   });
 
   it('keeps partitions apart: a refusal on one path holds nothing on another', async () => {
@@ -198,10 +197,7 @@ describe('Pacer', () => {
       // The later answers of the same window report the same rounded reset: the end stays.
       for (const [i, t] of tickets.entries()) pacer.observe(t, legacy(3 - i));
       const next = pacer.reserve('a', 60_000);
-      await jest.advanceTimersByTimeAsync(999);
-      expect(await settled(next)).toBe(false);
-      await jest.advanceTimersByTimeAsync(1);
-      expect((await next).waitedMs).toBe(1000);
+      expect((await releasedAfter(next, 1000)).waitedMs).toBe(1000);
     });
 
     it('with none left and no reset, probes after 1 s, not 60 s; never past its own budget', async () => {
@@ -212,10 +208,7 @@ describe('Pacer', () => {
       );
       expect((await pacer.reserve('a', 500)).waitedMs).toBe(0);
       const probe = pacer.reserve('a', 60_000);
-      await jest.advanceTimersByTimeAsync(999);
-      expect(await settled(probe)).toBe(false);
-      await jest.advanceTimersByTimeAsync(1);
-      expect((await probe).waitedMs).toBe(1000);
+      expect((await releasedAfter(probe, 1000)).waitedMs).toBe(1000);
     });
 
     it('releases one more learner, not the whole queue, when the learner at the reset is unanswered after 2 s', async () => {
@@ -346,10 +339,7 @@ describe('Pacer', () => {
       pacer.observe(retry, legacy(4, 1_800_000_004));
       await window(1_800_000_004);
       const next = pacer.reserve('a', 60_000);
-      await jest.advanceTimersByTimeAsync(1990);
-      expect(await settled(next)).toBe(false);
-      await jest.advanceTimersByTimeAsync(1);
-      expect((await next).waitedMs).toBe(1991);
+      expect((await releasedAfter(next, 1991)).waitedMs).toBe(1991);
     });
 
     it('with no reset, probes 1 s after the last unit was taken rather than at the re-learn time', async () => {
