@@ -5,11 +5,11 @@
  * 1.5× the least time the limit needs, plus 1 s.
  */
 import 'reflect-metadata';
-import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { afterAll, beforeAll, describe } from '@jest/globals';
 import { Controller, Get } from '@nestjs/common';
 import { keys, RateLimit, STANDARD_DRAFTS, type StandardDraft } from '../../lib/index.js';
 import { createApp, type AppHandle } from '../e2e/support/app.js';
-import { boundMs, burst, loops, report } from './support/workload.js';
+import { itMeetsTheTarget } from './support/workload.js';
 
 @Controller('limited')
 class LimitedController {
@@ -32,22 +32,6 @@ describe.each(STANDARDS)(
     });
     afterAll(() => h?.close());
 
-    it('delivers a burst of 25 with at most 3 refusals, within 1.5× the least time plus 1 s', async () => {
-      const f = await burst(h.url);
-      report(server, 'burst of 25', f);
-      expect(f.gaveUp).toEqual([]);
-      expect(f.delivered).toBe(25);
-      expect(f.refusals).toBeLessThanOrEqual(3);
-      expect(f.elapsedMs).toBeLessThanOrEqual(boundMs(25));
-    }, 30_000);
-
-    it('delivers 4 concurrent loops of 10 with at most 3 refusals, within 1.5× the least time plus 1 s', async () => {
-      const f = await loops(h.url);
-      report(server, '4 loops of 10', f);
-      expect(f.gaveUp).toEqual([]);
-      expect(f.delivered).toBe(40);
-      expect(f.refusals).toBeLessThanOrEqual(3);
-      expect(f.elapsedMs).toBeLessThanOrEqual(boundMs(40));
-    }, 30_000);
+    itMeetsTheTarget(server, () => h.url);
   },
 );

@@ -9,7 +9,7 @@
  * proven exactly on an injected clock in pacer.test.ts.)
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { boundMs, burst, loops, report, startPeerServers } from './support/workload.js';
+import { burst, itMeetsTheTarget, loops, report, startPeerServers } from './support/workload.js';
 
 const SERVERS = [
   'express-rate-limit draft-6',
@@ -26,23 +26,7 @@ beforeAll(async () => {
 afterAll(() => servers?.stop());
 
 describe.each(SERVERS)('the cooperative client against %s (5 per 1 s)', (server) => {
-  it('delivers a burst of 25 with at most 3 refusals, within 1.5× the least time plus 1 s', async () => {
-    const f = await burst(servers.urls[server]!);
-    report(server, 'burst of 25', f);
-    expect(f.gaveUp).toEqual([]);
-    expect(f.delivered).toBe(25);
-    expect(f.refusals).toBeLessThanOrEqual(3);
-    expect(f.elapsedMs).toBeLessThanOrEqual(boundMs(25));
-  }, 30_000);
-
-  it('delivers 4 concurrent loops of 10 with at most 3 refusals, within 1.5× the least time plus 1 s', async () => {
-    const f = await loops(servers.urls[server]!);
-    report(server, '4 loops of 10', f);
-    expect(f.gaveUp).toEqual([]);
-    expect(f.delivered).toBe(40);
-    expect(f.refusals).toBeLessThanOrEqual(3);
-    expect(f.elapsedMs).toBeLessThanOrEqual(boundMs(40));
-  }, 30_000);
+  itMeetsTheTarget(server, () => servers.urls[server]!);
 });
 
 describe('the cooperative client against a server that sends only Retry-After (5 per 1 s)', () => {

@@ -13,20 +13,9 @@ import { uniquePrefix } from '../e2e/support/app.js';
 import { loadableMercurius } from './support/mercurius-interop.js';
 
 await loadableMercurius();
-const { operation, overWebSocket, resetRuns, runs, startLimitsApp, wsError } =
+const { NO_RUNS, operation, overWebSocket, resetRuns, runs, startLimitsApp, wsError } =
   await import('./support/limits-app.js');
 type LimitsApp = Awaited<ReturnType<typeof startLimitsApp>>;
-
-const NO_RUNS = {
-  node: 0,
-  next: 0,
-  conn: 0,
-  nodes: 0,
-  hello: 0,
-  sendEmail: 0,
-  ticks: 0,
-  feed: 0,
-};
 
 /** `node { next { next … { id } } }`, `levels` fields deep. */
 function nested(levels: number): string {

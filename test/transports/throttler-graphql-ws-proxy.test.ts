@@ -52,6 +52,17 @@ afterEach(async () => {
   app = undefined;
 });
 
+/** `module` on the platform, with its own proxy trust setting (Express `trust proxy`, Fastify `trustProxy`). */
+async function create(platform: Platform, trust: Trust, module: Type): Promise<INestApplication> {
+  const settings = { logger: false as const, abortOnError: false };
+  if (platform === 'fastify') {
+    return NestFactory.create(module, new FastifyAdapter({ trustProxy: trust }), settings);
+  }
+  const express = await NestFactory.create<NestExpressApplication>(module, settings);
+  express.set('trust proxy', trust);
+  return express;
+}
+
 /** Apollo on Express or Mercurius on Fastify, `{ ttl: 60000, limit: 2 }`, on 127.0.0.1. */
 async function start(platform: Platform, trust: Trust): Promise<string> {
   const graphql =
@@ -71,18 +82,7 @@ async function start(platform: Platform, trust: Trust): Promise<string> {
     providers: [Ticks],
   })
   class App {}
-  const settings = { logger: false as const, abortOnError: false };
-  if (platform === 'express') {
-    const express = await NestFactory.create<NestExpressApplication>(App as Type, settings);
-    express.set('trust proxy', trust);
-    app = express;
-  } else {
-    app = await NestFactory.create(
-      App as Type,
-      new FastifyAdapter({ trustProxy: trust }),
-      settings,
-    );
-  }
+  app = await create(platform, trust, App);
   await app.listen(0, '127.0.0.1');
   return (await app.getUrl()).replace('[::1]', '127.0.0.1').replace('localhost', '127.0.0.1');
 }
@@ -174,18 +174,7 @@ async function upgradeTracker(platform: Platform, trust: Trust, forwardedFor: st
     providers: [TrackerProbe],
   })
   class App {}
-  const settings = { logger: false as const, abortOnError: false };
-  if (platform === 'express') {
-    const express = await NestFactory.create<NestExpressApplication>(App as Type, settings);
-    express.set('trust proxy', trust);
-    app = express;
-  } else {
-    app = await NestFactory.create(
-      App as Type,
-      new FastifyAdapter({ trustProxy: trust }),
-      settings,
-    );
-  }
+  app = await create(platform, trust, App);
   const probe = app.get(TrackerProbe);
   const server = new WebSocketServer({ server: app.getHttpServer() as Server, path: '/probe' });
   server.on('connection', (socket: WebSocket, request: IncomingMessage) => {

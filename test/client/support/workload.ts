@@ -4,6 +4,7 @@
  * another. Each runs a fresh client (its own pacing state) on its own `x-client`, and counts
  * what the server answered.
  */
+import { expect, it } from '@jest/globals';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
@@ -139,4 +140,29 @@ export async function startPeerServers(): Promise<{
       }
     },
   };
+}
+
+/**
+ * The target on a server that states its limit, as two tests: a burst of 25 and 4 concurrent
+ * loops of 10 are each delivered whole, with at most 3 refusals, within 1.5× the least time
+ * the limit needs plus 1 s. `url` is read when a test runs (servers start in `beforeAll`).
+ */
+export function itMeetsTheTarget(server: string, url: () => string): void {
+  it('delivers a burst of 25 with at most 3 refusals, within 1.5× the least time plus 1 s', async () => {
+    const f = await burst(url());
+    report(server, 'burst of 25', f);
+    expect(f.gaveUp).toEqual([]);
+    expect(f.delivered).toBe(25);
+    expect(f.refusals).toBeLessThanOrEqual(3);
+    expect(f.elapsedMs).toBeLessThanOrEqual(boundMs(25));
+  }, 30_000);
+
+  it('delivers 4 concurrent loops of 10 with at most 3 refusals, within 1.5× the least time plus 1 s', async () => {
+    const f = await loops(url());
+    report(server, '4 loops of 10', f);
+    expect(f.gaveUp).toEqual([]);
+    expect(f.delivered).toBe(40);
+    expect(f.refusals).toBeLessThanOrEqual(3);
+    expect(f.elapsedMs).toBeLessThanOrEqual(boundMs(40));
+  }, 30_000);
 }
