@@ -10,6 +10,9 @@ export default tseslint.config(
       'coverage/',
       'bench/node_modules/',
       'bench/dist/',
+      // Written by the docs tests and check:docs from the docs' code blocks.
+      'test/.doc-blocks/',
+      '.check-docs/',
       // Projects of their own (nest new), with their own lint setup.
       'test/consumers/',
       // nestjs/throttler's e2e suite, vendored as upstream wrote it (test/throttler-suite/README.md).
