@@ -159,8 +159,14 @@ export async function prepareBaseline(ref: string, log: (line: string) => void):
   }
 }
 
-/** Where the consume script is, below a build's entry (core/stores/redis-script.js). */
-export const SCRIPT_FILE = join('core', 'stores', 'redis-script.js');
+/**
+ * Where the consume script is, below a build's entry: core/stores/redis/lua/consume.js, or
+ * core/stores/redis-script.js in builds before the stores had a folder each.
+ */
+export const SCRIPT_FILES = [
+  join('core', 'stores', 'redis', 'lua', 'consume.js'),
+  join('core', 'stores', 'redis-script.js'),
+];
 
 /**
  * The consume script of the build whose entry is `entry`: an internal file, looked for where
@@ -169,7 +175,8 @@ export const SCRIPT_FILE = join('core', 'stores', 'redis-script.js');
  */
 export async function consumeScript(entry: string): Promise<string | undefined> {
   const near = dirname(entry);
-  for (const file of [join(dirname(near), 'cjs', SCRIPT_FILE), join(near, SCRIPT_FILE)]) {
+  const places = [join(dirname(near), 'cjs'), near];
+  for (const file of places.flatMap((place) => SCRIPT_FILES.map((name) => join(place, name)))) {
     if (!existsSync(file)) continue;
     try {
       const script = ((await import(pathToFileURL(file).href)) as { CONSUME_SCRIPT?: unknown })

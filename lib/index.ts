@@ -1,4 +1,4 @@
-export { formatRate, parseRate, type Rate, type RateInput } from './core/rate.js';
+export { formatRate, parseRate, type Rate, type RateInput } from './core/model/rate.js';
 export {
   ALGORITHMS,
   resolvePolicy,
@@ -9,29 +9,29 @@ export {
   type PolicyDecision,
   type PolicyAlgorithm,
   type PolicyInput,
-} from './core/policy.js';
-export { DEFAULT_LEASE_MS, type Lease } from './core/concurrency.js';
+} from './core/model/policy.js';
+export { DEFAULT_LEASE_MS, type Lease } from './core/algorithms/concurrency.js';
 export {
   RateLimitBackendError,
   RateLimitConfigError,
   type BackendErrorKind,
   type RateLimitErrorCode,
 } from './core/errors.js';
-export type { KnownRefusal } from './core/decision.js';
-export { controlKey, identityTag, policyKey } from './core/keys.js';
+export type { KnownRefusal } from './core/model/decision.js';
+export { controlKey, identityTag, policyKey } from './core/model/store-keys.js';
 export {
   applicableOverride,
   readControl,
   type ControlEntries,
   type ExemptionEntry,
   type OverrideEntry,
-} from './core/control.js';
+} from './core/operator/control.js';
 export type {
   InspectedPolicy,
   InspectedState,
   InspectOptions,
   KnownPolicy,
-} from './core/inspect.js';
+} from './core/operator/inspect.js';
 export {
   definePolicy,
   RateLimiter,
@@ -40,7 +40,7 @@ export {
   type RateLimiterOptions,
   type Spending,
 } from './core/limiter.js';
-export type { StoreRefund } from './core/refund.js';
+export type { StoreRefund } from './core/model/refund.js';
 export type {
   ControlChange,
   ControlSnapshot,
@@ -50,14 +50,14 @@ export type {
   StorePolicy,
   StoreSnapshot,
 } from './core/stores/store.js';
-export { DenyCache, type DenyCacheOptions } from './core/deny-cache.js';
-export { MemoryStore, type MemoryStoreOptions } from './core/stores/memory-store.js';
-export { RedisStore, type RedisStoreOptions } from './core/stores/redis-store.js';
+export { DenyCache, type DenyCacheOptions } from './core/call/deny-cache.js';
+export { MemoryStore, type MemoryStoreOptions } from './core/stores/memory/memory-store.js';
+export { RedisStore, type RedisStoreOptions } from './core/stores/redis/redis-store.js';
 export {
   CircuitBreaker,
   type CircuitBreakerOptions,
   type CircuitState,
-} from './core/circuit-breaker.js';
+} from './core/call/circuit-breaker.js';
 export type { LimitEntry } from './core/limiter.js';
 
 // HTTP contract, framework-agnostic.
@@ -141,7 +141,7 @@ export type {
 } from './nest/module/options.js';
 export { RateLimitGuard } from './nest/pipeline/rate-limit.guard.js';
 export { RateLimitInterceptor } from './nest/pipeline/rate-limit.interceptor.js';
-export { RateLimitSettleInterceptor } from './nest/pipeline/settle.interceptor.js';
+export { RateLimitSettleInterceptor } from './nest/end/settle.interceptor.js';
 export { RateLimitModule } from './nest/module/rate-limit.module.js';
 export {
   RateLimitService,

@@ -89,7 +89,7 @@ export async function runScriptBench(options: {
   const missing = options.contenders.filter((c) => !c.script).map((c) => c.name);
   if (missing.length) {
     options.log(
-      `Part 3b leaves ${missing.join(', ')} out: no consume script in their build (CONSUME_SCRIPT of core/stores/redis-script.js, in dist/cjs/ or beside the entry)`,
+      `Part 3b leaves ${missing.join(', ')} out: no consume script in their build (CONSUME_SCRIPT of core/stores/redis/lua/consume.js, in dist/cjs/ or beside the entry)`,
     );
   }
   for (const c of options.contenders) {

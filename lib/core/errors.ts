@@ -1,4 +1,4 @@
-import type { KnownRefusal } from './decision.js';
+import type { KnownRefusal } from './model/decision.js';
 import { seeErrorsPage } from './errors-page.js';
 
 /**

@@ -1,7 +1,7 @@
-import type { CircuitBreakerOptions } from './circuit-breaker.js';
-import type { DenyCacheOptions } from './deny-cache.js';
-import { resolvePolicy, type Policy, type PolicyInput } from './policy.js';
-import type { StoreRefund } from './refund.js';
+import type { CircuitBreakerOptions } from './call/circuit-breaker.js';
+import type { DenyCacheOptions } from './call/deny-cache.js';
+import { resolvePolicy, type Policy, type PolicyInput } from './model/policy.js';
+import type { StoreRefund } from './model/refund.js';
 import type { RateLimitStore } from './stores/store.js';
 
 // The shapes the RateLimiter (limiter.ts) takes and gives, apart from its code.

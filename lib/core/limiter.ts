@@ -1,16 +1,16 @@
 import { RateLimitConfigError } from './errors.js';
-import { inspectedOf, type InspectedPolicy, type InspectOptions } from './inspect.js';
-import { checkPrefix, identityKeyPrefix } from './keys.js';
-import { checkScope, type Decision, type Policy, type PolicyInput } from './policy.js';
-import { CircuitBreaker, type CircuitState } from './circuit-breaker.js';
-import type { Lease } from './concurrency.js';
-import { consumeCall } from './consume-call.js';
-import { DenyCache } from './deny-cache.js';
-import { RecentRefusals } from './refusals.js';
-import { boundedCall, checkTimeoutMs } from './store-call.js';
-import { checkMaxWaitMs, StoreProgress } from './store-progress.js';
-import { ReleaseRetries } from './release-retries.js';
-import { refundCall, releaseCall, spendingOf, type CallBounds } from './request-end-calls.js';
+import { inspectedOf, type InspectedPolicy, type InspectOptions } from './operator/inspect.js';
+import { checkPrefix, identityKeyPrefix } from './model/store-keys.js';
+import { checkScope, type Decision, type Policy, type PolicyInput } from './model/policy.js';
+import { CircuitBreaker, type CircuitState } from './call/circuit-breaker.js';
+import type { Lease } from './algorithms/concurrency.js';
+import { consumeCall } from './call/consume-call.js';
+import { DenyCache } from './call/deny-cache.js';
+import { RecentRefusals } from './call/refusals.js';
+import { boundedCall, checkTimeoutMs } from './call/store-call.js';
+import { checkMaxWaitMs, StoreProgress } from './call/store-progress.js';
+import { ReleaseRetries } from './end/release-retries.js';
+import { refundCall, releaseCall, spendingOf, type CallBounds } from './end/request-end-calls.js';
 import type {
   ConsumeOptions,
   LimitEntry,

@@ -15,7 +15,7 @@ import {
   step,
   type FieldInfo,
   type Walk,
-} from './context.js';
+} from './walk-state.js';
 import { typeWeight } from './weights.js';
 
 type Data = Readonly<Record<string, unknown>>;

@@ -30,12 +30,12 @@ import {
   type FieldInfo,
   type OperationTypeCost,
   type Walk,
-} from './context.js';
+} from './walk-state.js';
 import { fieldCost } from './requested.js';
 import type { GraphQLRuntime } from './runtime.js';
 import { directiveNames } from './weights.js';
 
-export type { OperationTypeCost } from './context.js';
+export type { OperationTypeCost } from './walk-state.js';
 
 /** Tuning of the analysis; every field is optional. */
 export interface CostOptions {

@@ -28,7 +28,7 @@ export {
   type LimitName,
   type OperationLimits,
 } from './limits.js';
-export { INFERRED_SIZED_FIELDS, INFERRED_SLICING_ARGUMENTS, MAX_WALK_DEPTH } from './context.js';
+export { INFERRED_SIZED_FIELDS, INFERRED_SLICING_ARGUMENTS, MAX_WALK_DEPTH } from './walk-state.js';
 export type { GraphQLRuntime } from './runtime.js';
 export { UNKNOWN_SLICE_SIZE } from './arguments.js';
 export {

@@ -9,7 +9,7 @@
  * router counts them. Directives are not read: `@skip`/`@include` fields count (an upper bound).
  */
 import type { FragmentDefinitionNode, SelectionSetNode } from 'graphql';
-import { pickOperation } from './context.js';
+import { pickOperation } from './walk-state.js';
 import type { LimitExceeded } from './errors.js';
 import type { OperationInput } from './cost.js';
 import type { GraphQLRuntime } from './runtime.js';

@@ -20,7 +20,7 @@ import {
   step,
   type FieldInfo,
   type Walk,
-} from './context.js';
+} from './walk-state.js';
 import {
   atLeast,
   constant,

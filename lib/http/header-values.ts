@@ -1,4 +1,4 @@
-import type { PolicyDecision } from '../core/decision.js';
+import type { PolicyDecision } from '../core/model/decision.js';
 
 /** A policy's verdict with its window, as the headers need it. Durations in ms. */
 export interface HeaderPolicy extends PolicyDecision {

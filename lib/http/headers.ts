@@ -1,4 +1,4 @@
-import type { PolicyDecision } from '../core/decision.js';
+import type { PolicyDecision } from '../core/model/decision.js';
 import { STANDARD_HEADERS, type StandardDraft } from './header-drafts.js';
 import {
   expiringPolicy,

@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto';
 import type { LimitEntry, RateLimiter } from '../core/limiter.js';
 import { definePolicy } from '../core/limiter.js';
-import { MAX_FIXED_WINDOW_PERIOD_MS } from '../core/rate.js';
-import type { Policy, PolicyDecision } from '../core/policy.js';
+import { MAX_FIXED_WINDOW_PERIOD_MS } from '../core/model/rate.js';
+import type { Policy, PolicyDecision } from '../core/model/policy.js';
 import { Logger } from '@nestjs/common';
 import { guardReport, storedBlock } from './block-default.js';
 import { ThrottlerFailures } from './failures.js';

@@ -1,6 +1,6 @@
 import { Injectable, Optional, type OnApplicationShutdown } from '@nestjs/common';
 import { RateLimiter } from '../core/limiter.js';
-import { MemoryStore, type MemoryStoreOptions } from '../core/stores/memory-store.js';
+import { MemoryStore, type MemoryStoreOptions } from '../core/stores/memory/memory-store.js';
 import { EngineStorage } from './engine-storage.js';
 
 /**

@@ -2,8 +2,8 @@ import { quote, RateLimitConfigError } from '../core/errors.js';
 import { Logger, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
 import type { Cluster, Redis, RedisOptions } from 'ioredis';
 import { RateLimiter } from '../core/limiter.js';
-import { RedisStore } from '../core/stores/redis-store.js';
-import { connect, isClient } from '../nest/module/redis-client.js';
+import { RedisStore } from '../core/stores/redis/redis-store.js';
+import { connect, isClient } from '../nest/module/redis-connection.js';
 import { EngineStorage } from './engine-storage.js';
 
 /** Longest wait for the first connection when the module starts, in **ms**. */

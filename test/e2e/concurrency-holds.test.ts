@@ -27,7 +27,7 @@ import {
   RateLimitService,
   type PolicyInput,
 } from '../../lib/index.js';
-import { ownsResponse } from '../../lib/nest/plan/response-owner.js';
+import { ownsResponse } from '../../lib/nest/end/response-owner.js';
 import { redisUrl } from '../harness/redis.js';
 import {
   bootstrap,

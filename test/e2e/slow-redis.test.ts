@@ -26,7 +26,7 @@ import {
   type RateLimitStore,
   type StorePolicy,
 } from '../../lib/index.js';
-import { CONSUME_SHA } from '../../lib/core/stores/redis-script.js';
+import { CONSUME_SHA } from '../../lib/core/stores/redis/lua/consume.js';
 import { disconnect, startRedisServer, type RedisServerHandle } from '../harness/redis.js';
 import { createApp, PLATFORMS, times, type AppHandle, type Reply } from './support/app.js';
 

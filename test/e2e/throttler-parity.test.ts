@@ -28,7 +28,7 @@ import {
   type ThrottlerModuleOptions,
   type ThrottlerRequest,
 } from '../../lib/throttler/index.js';
-import { DEFAULT_MAX_KEYS } from '../../lib/core/stores/memory-options.js';
+import { DEFAULT_MAX_KEYS } from '../../lib/core/stores/memory/options.js';
 
 const run = promisify(execFile);
 const PARITY = fileURLToPath(new URL('../migration/throttler-parity-app.ts', import.meta.url));

@@ -21,7 +21,7 @@ import {
   startReplicatedCluster,
   type ReplicatedClusterHandle,
 } from '../harness/replicated-cluster.js';
-import { lateAfterMs } from '../../lib/core/store-progress.js';
+import { lateAfterMs } from '../../lib/core/call/store-progress.js';
 import { pollUntil } from '../e2e/support/app.js';
 import { AppProcess } from '../e2e/support/app-process.js';
 import {

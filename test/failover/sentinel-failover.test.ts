@@ -18,7 +18,7 @@ import { performance } from 'node:perf_hooks';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { redisCall } from '../harness/global-setup.js';
 import { startSentinelGroup, type SentinelGroupHandle } from '../harness/sentinel.js';
-import { lateAfterMs } from '../../lib/core/store-progress.js';
+import { lateAfterMs } from '../../lib/core/call/store-progress.js';
 import { pollUntil } from '../e2e/support/app.js';
 import { AppProcess } from '../e2e/support/app-process.js';
 import {

@@ -20,7 +20,7 @@ import {
   RedisStore,
   type RedisStoreOptions,
 } from '../../lib/index.js';
-import { INDEX_SCRIPT } from '../../lib/core/stores/redis-control-index.js';
+import { INDEX_SCRIPT } from '../../lib/core/stores/redis/control-index.js';
 import { TestClock } from '../conformance/suite.js';
 import { CapturingLogger, createApp, pollUntil } from '../e2e/support/app.js';
 import { newCluster, newRedis } from '../harness/redis.js';

@@ -14,7 +14,7 @@ import { randomUUID } from 'node:crypto';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
-import { CONSUME_SCRIPT, CONSUME_SHA } from '../../lib/core/stores/redis-script.js';
+import { CONSUME_SCRIPT, CONSUME_SHA } from '../../lib/core/stores/redis/lua/consume.js';
 import { disconnect, startRedisServer, type RedisServerHandle } from '../harness/redis.js';
 
 const WORKER = fileURLToPath(new URL('../harness/fresh-client-worker.ts', import.meta.url));

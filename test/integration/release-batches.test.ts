@@ -7,9 +7,9 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
-import { ReleaseRetries } from '../../lib/core/release-retries.js';
-import { releaseCall } from '../../lib/core/request-end-calls.js';
-import { StoreProgress } from '../../lib/core/store-progress.js';
+import { ReleaseRetries } from '../../lib/core/end/release-retries.js';
+import { releaseCall } from '../../lib/core/end/request-end-calls.js';
+import { StoreProgress } from '../../lib/core/call/store-progress.js';
 import { RedisStore, type Lease } from '../../lib/index.js';
 import { disconnect, newRedis } from '../harness/redis.js';
 

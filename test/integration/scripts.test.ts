@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
 import { Cluster, Redis } from 'ioredis';
 import { ALGORITHMS, RateLimitBackendError, RateLimiter, RedisStore } from '../../lib/index.js';
-import { CONSUME_SCRIPT } from '../../lib/core/stores/redis-script.js';
-import { replaySettings } from '../../lib/core/stores/redis-client.js';
+import { CONSUME_SCRIPT } from '../../lib/core/stores/redis/lua/consume.js';
+import { replaySettings } from '../../lib/core/stores/redis/scripting.js';
 import { commandCalls, startRedisServer, type RedisServerHandle } from '../harness/redis.js';
 
 /** The count of one command in `INFO commandstats`. */

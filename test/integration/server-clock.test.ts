@@ -1,12 +1,12 @@
 import { afterAll, describe, expect, it } from '@jest/globals';
 import { randomUUID } from 'node:crypto';
 import { RateLimiter, RedisStore, type Algorithm } from '../../lib/index.js';
-import { policyKey } from '../../lib/core/keys.js';
+import { policyKey } from '../../lib/core/model/store-keys.js';
 import { newRedis } from '../harness/redis.js';
 
 /**
  * Token bucket and GCRA on the Redis server clock keep their debt in the key's expiry (see
- * stores/redis-script.ts), a path the injected-clock tests never take. Time is moved by
+ * stores/redis/lua/consume.ts), a path the injected-clock tests never take. Time is moved by
  * shortening the expiry, as elapsed time would; the few ms that really pass during a test
  * can only lower a debt, so bounds are one-sided and tight.
  */

@@ -33,7 +33,7 @@ async function main(): Promise<void> {
   let size: () => number;
   let keep: unknown;
   if (which === 'store') {
-    const { MemoryStore } = await import('../../lib/core/stores/memory-store.js');
+    const { MemoryStore } = await import('../../lib/core/stores/memory/memory-store.js');
     const { RateLimiter, definePolicy } = await import('../../lib/core/limiter.js');
     const store = new MemoryStore({ sweepIntervalMs: 0 });
     const limiter = new RateLimiter({ store });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { applicableOverride, readControl } from '../../lib/core/control.js';
+import { applicableOverride, readControl } from '../../lib/core/operator/control.js';
 
 /** The TypeScript reading of a control hash must match the consume script's (second review). */
 describe('control fields', () => {

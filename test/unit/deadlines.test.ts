@@ -4,7 +4,7 @@
  * (they drive `setTimeout` and `performance.now` alike).
  */
 import { afterEach, beforeEach, describe, expect, it, jest } from '@jest/globals';
-import { deadlineIn, finished, heldDeadlines } from '../../lib/core/deadlines.js';
+import { deadlineIn, finished, heldDeadlines } from '../../lib/core/call/deadlines.js';
 
 beforeEach(() => {
   jest.useFakeTimers();

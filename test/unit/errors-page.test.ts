@@ -17,7 +17,7 @@ import {
 import { CLIENT_OPTION_CODE } from '../../lib/client/option-error.js';
 import { createRateLimitedFetch } from '../../lib/client/index.js';
 import { errorsAnchor, seeErrorsPage } from '../../lib/core/errors-page.js';
-import { warnIfReplaying } from '../../lib/core/stores/redis-client.js';
+import { warnIfReplaying } from '../../lib/core/stores/redis/scripting.js';
 
 const root = new URL('../../', import.meta.url);
 const page = readFileSync(new URL('docs/reference/errors.md', root), 'utf8');
@@ -232,7 +232,10 @@ describe('every message ends with the link to its heading', () => {
         'lib/nest/observability/events.ts',
         '${RATE_LIMIT_EVENTS.unenforced} ${JSON.stringify(fields)}',
       ],
-      ['lib/nest/module/redis-client.ts', 'rate_limit.redis_unreachable ${JSON.stringify(fields)}'],
+      [
+        'lib/nest/module/redis-connection.ts',
+        'rate_limit.redis_unreachable ${JSON.stringify(fields)}',
+      ],
       // rate_limit.blocked and shadow_blocked: written under normal traffic, kept short.
       ['lib/nest/observability/events.ts', '${event} ${JSON.stringify({ ...fields, count'],
       // The @nestjs/throttler drop-in keeps the throttler's own message.
@@ -248,7 +251,7 @@ describe('every message ends with the link to its heading', () => {
 
   it('every process warning of lib/ ends with its link', () => {
     const sites = calls('process.emitWarning');
-    expect(sites.map((s) => s.file)).toEqual(['lib/core/stores/redis-client.ts']);
+    expect(sites.map((s) => s.file)).toEqual(['lib/core/stores/redis/scripting.ts']);
     for (const site of sites) expect(site.text).toContain('seeErrorsPage(');
   });
 

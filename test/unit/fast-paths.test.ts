@@ -9,12 +9,12 @@
  * overrides and exemptions on MemoryStore.)
  */
 import { describe, expect, it } from '@jest/globals';
-import { MemoryStore } from '../../lib/core/stores/memory-store.js';
-import { outcomesOf } from '../../lib/core/stores/redis-reply.js';
-import { controlKey, policyKey } from '../../lib/core/keys.js';
+import { MemoryStore } from '../../lib/core/stores/memory/memory-store.js';
+import { outcomesOf } from '../../lib/core/stores/redis/reply.js';
+import { controlKey, policyKey } from '../../lib/core/model/store-keys.js';
 import { ALGORITHM_IMPLS } from '../../lib/core/algorithms/index.js';
 import type { StorePolicy } from '../../lib/core/stores/store.js';
-import type { PolicyAlgorithm } from '../../lib/core/policy.js';
+import type { PolicyAlgorithm } from '../../lib/core/model/policy.js';
 
 /** A small deterministic generator (mulberry32): the same sequence on every run. */
 function random(seed: number): () => number {

@@ -6,8 +6,8 @@
  */
 import { describe, expect, it } from '@jest/globals';
 import type { Decision } from '../../lib/index.js';
-import { identityKeyPrefix, policyKey } from '../../lib/core/keys.js';
-import { RecentRefusals } from '../../lib/core/refusals.js';
+import { identityKeyPrefix, policyKey } from '../../lib/core/model/store-keys.js';
+import { RecentRefusals } from '../../lib/core/call/refusals.js';
 import type { StorePolicy } from '../../lib/core/stores/store.js';
 
 function policy(identity: string, name = 'default', cost = 1): StorePolicy {

@@ -4,7 +4,7 @@
  * The store here is a MemoryStore behind a switch that makes it unreachable.
  */
 import { afterEach, describe, expect, it } from '@jest/globals';
-import { ReleaseRetries } from '../../lib/core/release-retries.js';
+import { ReleaseRetries } from '../../lib/core/end/release-retries.js';
 import { MemoryStore, type Lease } from '../../lib/index.js';
 
 describe('ReleaseRetries', () => {

@@ -8,7 +8,7 @@ import { describe, expect, it } from '@jest/globals';
 import { ExecutionContextHost } from '@nestjs/core/helpers/execution-context-host.js';
 import { keys } from '../../lib/index.js';
 import { userIdentity } from '../../lib/http/identities.js';
-import { identitiesOf } from '../../lib/nest/pipeline/identify.js';
+import { identitiesOf } from '../../lib/nest/pipeline/stages/identify.js';
 import { RateLimitEvents } from '../../lib/nest/observability/events.js';
 
 /** What an ObjectId is as far as an identity goes: an object that spells itself. */

@@ -1,9 +1,9 @@
-import { concurrency } from '../concurrency.js';
+import { concurrency } from './concurrency.js';
 import { fixedWindow } from './fixed-window.js';
 import { gcra } from './gcra.js';
 import { slidingWindow } from './sliding-window.js';
 import { tokenBucket } from './token-bucket.js';
-import { blockedOutcome } from '../penalty.js';
+import { blockedOutcome } from '../model/penalty.js';
 import type { AlgorithmImpl, AlgorithmParams, Outcome, PolicyAlgorithm, State } from './types.js';
 
 export type { AlgorithmImpl, AlgorithmParams, Evaluate, Outcome, State } from './types.js';
@@ -37,7 +37,7 @@ export interface Evaluation {
  * Decides stacked policies all-or-nothing: admitted only if every policy
  * admits. On a denial nothing is spent, so the policies that would have admitted are
  * reported as they stand (evaluated again at cost 0) and carry no new state.
- * The Lua script in `stores/redis-script.ts` commits by the same rule.
+ * The Lua script in `stores/redis/lua/consume.ts` commits by the same rule.
  *
  * @param blocked per policy, the **ms** left of a block in force (see `penalty.ts`), if any:
  *   such a policy refuses whatever its state

@@ -74,7 +74,7 @@ export interface AlgorithmImpl {
    * returning whether it admits and, when it does with cost > 0, the new value and its TTL
    * in ms. It decides exactly as `evaluate` does (tested); the numbers reported to callers
    * come from `evaluate`. Token bucket and GCRA have none: they share the expiry-based Lua
-   * of `stores/redis-script.ts`, since both are the same debt.
+   * of `stores/redis/lua/consume.ts`, since both are the same debt.
    */
   readonly lua?: string;
 }

@@ -1,7 +1,7 @@
 import { quote, RateLimitConfigError } from '../../core/errors.js';
 import { definePolicy } from '../../core/limiter.js';
-import { checkCost } from '../../core/policy.js';
-import type { RateInput } from '../../core/rate.js';
+import { checkCost } from '../../core/model/policy.js';
+import type { RateInput } from '../../core/model/rate.js';
 import {
   ROUTE_SCOPE,
   type DeclaredPolicy,

@@ -1,7 +1,7 @@
 import { quote, RateLimitConfigError } from '../../core/errors.js';
 import { definePolicy } from '../../core/limiter.js';
-import type { RateInput } from '../../core/rate.js';
-import { RateLimitSettleInterceptor } from '../pipeline/settle.interceptor.js';
+import type { RateInput } from '../../core/model/rate.js';
+import { RateLimitSettleInterceptor } from '../end/settle.interceptor.js';
 import {
   INCLUDE_UPLOAD_METADATA,
   NEST_METADATA,

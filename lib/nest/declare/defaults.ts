@@ -1,5 +1,5 @@
 import { quote, RateLimitConfigError } from '../../core/errors.js';
-import type { RateInput } from '../../core/rate.js';
+import type { RateInput } from '../../core/model/rate.js';
 import { declare, type DeclaredPolicy, type RateFn } from './decorators.js';
 import type { DefaultPolicyOptions, RateLimitModuleOptions } from '../module/options.js';
 

@@ -1,6 +1,6 @@
 import type { ExecutionContext } from '@nestjs/common';
-import type { Algorithm, Policy } from '../../core/policy.js';
-import type { RateInput } from '../../core/rate.js';
+import type { Algorithm, Policy } from '../../core/model/policy.js';
+import type { RateInput } from '../../core/model/rate.js';
 import type { KeyFn } from './keys.js';
 
 /**

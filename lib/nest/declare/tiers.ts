@@ -1,6 +1,6 @@
 import type { ExecutionContext } from '@nestjs/common';
 import { quote, RateLimitConfigError } from '../../core/errors.js';
-import { parseRate, type Rate, type RateInput } from '../../core/rate.js';
+import { parseRate, type Rate, type RateInput } from '../../core/model/rate.js';
 import { keys, needsUser } from './keys.js';
 import type { RateFn } from './policy-options.js';
 

@@ -1,4 +1,4 @@
-import type { PolicyDecision } from '../../core/decision.js';
+import type { PolicyDecision } from '../../core/model/decision.js';
 import type { Rule } from '../plan/rules.js';
 import type { RequestOutcome } from '../pipeline/outcome.js';
 

@@ -8,7 +8,7 @@ import {
 import type { DocumentNode, GraphQLResolveInfo } from 'graphql';
 import { isCharged, isPriced } from './charged.js';
 import { isRefusal, type OperationCosts, type OperationRefusal } from './operation-costs.js';
-import { RATE_LIMIT_GUARD } from '../pipeline/after-route-guards.js';
+import { RATE_LIMIT_GUARD } from '../pipeline/stages/after-route-guards.js';
 import { OPERATION_COSTS } from './tokens.js';
 
 /** One charge per execution: graphql-js builds `variableValues` afresh for each. */

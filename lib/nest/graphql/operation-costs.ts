@@ -12,8 +12,8 @@ import {
 } from '../../graphql/limits.js';
 import type { AppGraphQL } from './load-graphql.js';
 import type { RoutePlan } from '../pipeline/call.js';
-import { askSkip, Gate } from '../pipeline/gate.js';
-import { identitiesOf } from '../pipeline/identify.js';
+import { askSkip, Gate } from '../pipeline/stages/gate.js';
+import { identitiesOf } from '../pipeline/stages/identify.js';
 import { NO_LIMIT, type RequestOutcome } from '../pipeline/outcome.js';
 import type { RoutePlanner } from '../plan/planner.js';
 import type { Rule } from '../plan/rules.js';

@@ -1,5 +1,5 @@
 import { quote, RateLimitConfigError } from '../../core/errors.js';
-import type { RateInput } from '../../core/rate.js';
+import type { RateInput } from '../../core/model/rate.js';
 import type { CostOptions } from '../../graphql/cost.js';
 import { declare } from '../declare/declare-policy.js';
 import type { DeclaredPolicy, RateLimitOptions } from '../declare/decorators.js';

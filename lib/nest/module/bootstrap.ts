@@ -6,7 +6,7 @@ import {
   MetadataScanner,
   ModulesContainer,
 } from '@nestjs/core';
-import { appendAfterRouteGuards, isRateLimitGuard } from '../pipeline/after-route-guards.js';
+import { appendAfterRouteGuards, isRateLimitGuard } from '../pipeline/stages/after-route-guards.js';
 import type { RateLimitEvents } from '../observability/events.js';
 import {
   scanHandlers,
@@ -164,7 +164,7 @@ function fieldGuards(providers: readonly InstanceWrapper[]): boolean | undefined
 
 /**
  * Appends the guard that decides per-user policies to every HTTP route authenticated after
- * the module's guard (see `pipeline/after-route-guards.ts`): at once, the routes with guards
+ * the module's guard (see `pipeline/stages/after-route-guards.ts`): at once, the routes with guards
  * of their own (in a constructor, as Nest reads a route's guards when it builds its router,
  * after providers exist and before `onModuleInit`); then, from `RateLimitModule.configure`,
  * which Nest calls after `app.useGlobalGuards` and before it builds its router, every HTTP

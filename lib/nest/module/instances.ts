@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { Cluster, Redis } from 'ioredis';
-import { announceInstance } from '../../core/stores/redis-instances.js';
+import { announceInstance } from '../../core/stores/redis/instances.js';
 
 /** Default of the module's `announceIntervalMs`: every 10 s. */
 export const DEFAULT_ANNOUNCE_INTERVAL_MS = 10_000;

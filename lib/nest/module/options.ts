@@ -1,9 +1,9 @@
-import type { DenyCacheOptions } from '../../core/deny-cache.js';
+import type { DenyCacheOptions } from '../../core/call/deny-cache.js';
 import type { CanActivate, ExecutionContext, Type } from '@nestjs/common';
 import type { Cluster, Redis, RedisOptions } from 'ioredis';
-import type { CircuitBreakerOptions } from '../../core/circuit-breaker.js';
-import type { Algorithm, Decision } from '../../core/policy.js';
-import type { RateInput } from '../../core/rate.js';
+import type { CircuitBreakerOptions } from '../../core/call/circuit-breaker.js';
+import type { Algorithm, Decision } from '../../core/model/policy.js';
+import type { RateInput } from '../../core/model/rate.js';
 import type { RateLimitStore } from '../../core/stores/store.js';
 import type { HeaderOptions } from '../../http/headers.js';
 import type { RateFn, RateLimitOptions, StoreFailureMode } from '../declare/decorators.js';

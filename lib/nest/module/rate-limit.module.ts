@@ -26,11 +26,11 @@ import { RateLimitService } from '../operations/rate-limit.service.js';
 import { createResources, type Resources } from './resources.js';
 import { RoutePlanner } from '../plan/planner.js';
 import { InstanceCount } from './instances.js';
-import { MemoryStore } from '../../core/stores/memory-store.js';
+import { MemoryStore } from '../../core/stores/memory/memory-store.js';
 import { RATE_LIMIT_OPTIONS, RATE_LIMIT_REDIS } from './tokens.js';
 import { AfterGuardsSetup, GuardCheck, RouteCheck } from './bootstrap.js';
 import { BeforeBodySetup } from './before-body-setup.js';
-import { InterceptorOrder } from './interceptor-order.js';
+import { InterceptorOrder } from '../end/interceptor-order.js';
 import { RESOURCES, Shutdown } from './lifecycle.js';
 
 /**

@@ -1,9 +1,9 @@
 import { Logger } from '@nestjs/common';
-import { connect, isClient } from './redis-client.js';
+import { connect, isClient } from './redis-connection.js';
 import type { Cluster, Redis } from 'ioredis';
 import { seeErrorsPage } from '../../core/errors-page.js';
-import { MemoryStore } from '../../core/stores/memory-store.js';
-import { RedisStore } from '../../core/stores/redis-store.js';
+import { MemoryStore } from '../../core/stores/memory/memory-store.js';
+import { RedisStore } from '../../core/stores/redis/redis-store.js';
 import type { RateLimitStore } from '../../core/stores/store.js';
 import {
   createMetrics,

@@ -1,5 +1,5 @@
 import { NEST_METADATA } from '../declare/metadata.js';
-import { isRateLimitGuard } from '../pipeline/after-route-guards.js';
+import { isRateLimitGuard } from '../pipeline/stages/after-route-guards.js';
 import { readsUser } from '../plan/routes.js';
 import type { Route, Rule } from '../plan/rules.js';
 import type { Handler } from './handlers.js';
@@ -17,7 +17,7 @@ const LATER_GLOBAL_GUARDS =
  * rate, cost or `byTier` plan function not marked with `keys.withoutUser`) but are decided
  * before the guards that set it: Nest runs the module's global guard first, and only HTTP
  * routes wait for the handler's own guards and for global guards registered after the
- * module's (see `pipeline/after-route-guards.ts`), so the user is not known yet: the policy
+ * module's (see `pipeline/stages/after-route-guards.ts`), so the user is not known yet: the policy
  * keys by the client address, and a plan function sees no user (a pro user gets the free
  * tier). Undefined when none.
  * @param globalGuardsAfter whether the app runs global guards of its own after the module's

@@ -1,9 +1,9 @@
-import { ALGORITHMS } from '../../core/policy.js';
+import { ALGORITHMS } from '../../core/model/policy.js';
 import { quote, RateLimitConfigError } from '../../core/errors.js';
 import { AllowList } from '../../http/allow-list.js';
 import { STANDARD_DRAFTS } from '../../http/headers.js';
 import { RateLimiter } from '../../core/limiter.js';
-import { MemoryStore } from '../../core/stores/memory-store.js';
+import { MemoryStore } from '../../core/stores/memory/memory-store.js';
 import { declareDefaults } from '../declare/defaults.js';
 import { checkAddressBurst } from '../declare/declare-policy.js';
 import { validateMetricsOption } from '../observability/metrics.js';

@@ -2,7 +2,7 @@ import { Logger } from '@nestjs/common';
 import { createHash } from 'node:crypto';
 import { errorsLink } from '../../core/errors-page.js';
 import { RateLimitBackendError } from '../../core/errors.js';
-import { formatRate } from '../../core/rate.js';
+import { formatRate } from '../../core/model/rate.js';
 
 /**
  * An identity as it appears in logs and decision events: 12 characters of base64url

@@ -1,5 +1,5 @@
 import { quote, RateLimitConfigError, type BackendErrorKind } from '../../core/errors.js';
-import type { CircuitState } from '../../core/circuit-breaker.js';
+import type { CircuitState } from '../../core/call/circuit-breaker.js';
 
 /**
  * Where the metrics are registered: a prom-client `Registry` (typed by shape, so this

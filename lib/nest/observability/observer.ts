@@ -1,5 +1,5 @@
 import type { LimitEntry } from '../../core/limiter.js';
-import type { Decision, PolicyDecision } from '../../core/policy.js';
+import type { Decision, PolicyDecision } from '../../core/model/policy.js';
 import { hashIdentity } from './events.js';
 import type { RateLimitMetrics } from './metrics.js';
 

@@ -1,6 +1,6 @@
 import type { LimitEntry } from '../../core/limiter.js';
 import { quote, RateLimitConfigError } from '../../core/errors.js';
-import type { Decision, PolicyDecision } from '../../core/policy.js';
+import type { Decision, PolicyDecision } from '../../core/model/policy.js';
 import { hashIdentity } from './events.js';
 import { outcomeOf, scopeOf, type Trace } from './observer.js';
 

@@ -10,11 +10,11 @@ import {
   overrideValue,
   readControl,
   type ControlEntries,
-} from '../../core/control.js';
+} from '../../core/operator/control.js';
 import { quote, RateLimitConfigError } from '../../core/errors.js';
-import { controlKey } from '../../core/keys.js';
+import { controlKey } from '../../core/model/store-keys.js';
 import type { RateLimiter } from '../../core/limiter.js';
-import { formatRate, type RateInput } from '../../core/rate.js';
+import { formatRate, type RateInput } from '../../core/model/rate.js';
 import type { ControlChange, ControlSnapshot } from '../../core/stores/store.js';
 import { canonicalIdentity } from '../../http/identities.js';
 import { hashIdentity as hashed } from '../observability/events.js';

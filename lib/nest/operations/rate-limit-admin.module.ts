@@ -19,7 +19,7 @@ import {
   type Type,
 } from '@nestjs/common';
 import { quote, RateLimitBackendError, RateLimitConfigError } from '../../core/errors.js';
-import type { RateInput } from '../../core/rate.js';
+import type { RateInput } from '../../core/model/rate.js';
 import { userIdentity } from '../../http/identities.js';
 import type { RequestLike } from '../../http/ip.js';
 import { RateLimit, SkipRateLimit } from '../declare/decorators.js';

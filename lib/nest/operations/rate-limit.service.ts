@@ -1,10 +1,10 @@
 import { Inject, Injectable, Optional } from '@nestjs/common';
-import type { ControlEntries } from '../../core/control.js';
-import type { InspectedPolicy } from '../../core/inspect.js';
+import type { ControlEntries } from '../../core/operator/control.js';
+import type { InspectedPolicy } from '../../core/operator/inspect.js';
 import type { ConsumeOptions, LimitEntry, Policies } from '../../core/limiter.js';
 import { RateLimiter } from '../../core/limiter.js';
-import type { Decision, Policy, PolicyInput } from '../../core/policy.js';
-import type { RateInput } from '../../core/rate.js';
+import type { Decision, Policy, PolicyInput } from '../../core/model/policy.js';
+import type { RateInput } from '../../core/model/rate.js';
 import {
   ControlChanges,
   type ExemptionOptions,

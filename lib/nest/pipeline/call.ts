@@ -3,7 +3,7 @@ import type { RequestLike } from '../../http/ip.js';
 import type { Trace } from '../observability/observer.js';
 import type { Route } from '../plan/rules.js';
 import type { Transport } from '../transports/transport.js';
-import type { IdentityOf } from './identify.js';
+import type { IdentityOf } from './stages/identify.js';
 import type { RequestOutcome } from './outcome.js';
 
 /**

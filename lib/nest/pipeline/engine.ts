@@ -3,10 +3,10 @@ import type { RateLimitModuleOptions } from '../module/options.js';
 import type { RateLimitEvents } from '../observability/events.js';
 import type { DecisionObserver } from '../observability/observer.js';
 import type { DecisionTracing } from '../observability/tracing.js';
-import type { PolicyResolver } from './entries.js';
-import type { Insurance } from './insurance.js';
-import type { RequestEnds } from './request-end.js';
-import type { Outcomes } from './shape.js';
+import type { PolicyResolver } from './stages/entries.js';
+import type { Insurance } from './stages/insurance.js';
+import type { RequestEnds } from '../end/request-end.js';
+import type { Outcomes } from './stages/shape.js';
 
 /** What the stages share, one per module: built once, at bootstrap. */
 export interface Engine {

@@ -1,5 +1,5 @@
 import type { Spending } from '../../core/limiter.js';
-import type { Decision } from '../../core/policy.js';
+import type { Decision } from '../../core/model/policy.js';
 import type { HeaderPolicy } from '../../http/headers.js';
 import type { Refusal } from '../transports/refusal.js';
 

@@ -5,12 +5,12 @@ import { RoutePlanner } from '../plan/planner.js';
 import { httpTransport } from '../transports/http.js';
 import { adapterOf, transportOf } from '../transports/registry.js';
 import type { Transport } from '../transports/transport.js';
-import { RATE_LIMIT_GUARD } from './after-route-guards.js';
+import { RATE_LIMIT_GUARD } from './stages/after-route-guards.js';
 import type { Call } from './call.js';
-import { deferToRouteGuards } from './defer.js';
-import { deliver } from './deliver.js';
-import { askSkip, Gate } from './gate.js';
-import { identitiesOf } from './identify.js';
+import { deferToRouteGuards } from './stages/defer.js';
+import { deliver } from './stages/deliver.js';
+import { askSkip, Gate } from './stages/gate.js';
+import { identitiesOf } from './stages/identify.js';
 import {
   decidedFor,
   forgetOutcome,
@@ -19,7 +19,7 @@ import {
   storeOutcome,
   type RequestOutcome,
 } from './outcome.js';
-import { endSlots, forgetSlots, holdSlots } from './slot-hold.js';
+import { endSlots, forgetSlots, holdSlots } from '../end/slot-hold.js';
 import { isThenable } from './thenable.js';
 
 /** The outcome of a call left alone (kill switch off, or skipped): no headers, nothing later. */

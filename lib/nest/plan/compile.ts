@@ -1,11 +1,11 @@
 import { keys } from '../declare/keys.js';
 import type { Decide, RoutePlan } from '../pipeline/call.js';
 import type { Engine } from '../pipeline/engine.js';
-import { enforceFixed } from '../pipeline/enforce.js';
-import type { IdentityOf } from '../pipeline/identify.js';
-import { observed } from '../pipeline/observe.js';
+import { enforceFixed } from '../pipeline/stages/enforce.js';
+import type { IdentityOf } from '../pipeline/stages/identify.js';
+import { observed } from '../pipeline/stages/observe.js';
 import { NO_LIMIT, type RequestOutcome } from '../pipeline/outcome.js';
-import { decideInStages } from '../pipeline/step.js';
+import { decideInStages } from '../pipeline/stages/step.js';
 import type { Route } from './rules.js';
 
 const ADMITTED: Promise<RequestOutcome> = Promise.resolve(NO_LIMIT);

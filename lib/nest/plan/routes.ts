@@ -1,11 +1,11 @@
-import type { Policy, PolicyAlgorithm } from '../../core/policy.js';
+import type { Policy, PolicyAlgorithm } from '../../core/model/policy.js';
 import {
   declare,
   ROUTE_SCOPE,
   type DeclaredPolicy,
   type RateLimitOptions,
 } from '../declare/decorators.js';
-import { isRateLimitGuard } from '../pipeline/after-route-guards.js';
+import { isRateLimitGuard } from '../pipeline/stages/after-route-guards.js';
 import { keys, needsUser } from '../declare/keys.js';
 import { declareDefaults } from '../declare/defaults.js';
 import type { RateLimitModuleOptions, StoreFailureMode } from '../module/options.js';

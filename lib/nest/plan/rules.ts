@@ -1,4 +1,4 @@
-import { resolvePolicy, type Policy } from '../../core/policy.js';
+import { resolvePolicy, type Policy } from '../../core/model/policy.js';
 import type { CostFn, RateFn, RateLimitOptions, StoreFailureMode } from '../declare/decorators.js';
 import type { KeyFn } from '../declare/keys.js';
 
@@ -41,7 +41,7 @@ export interface Route {
   readonly counting: boolean;
   /**
    * The rules whose key needs the authenticated user, on a route with guards of its own:
-   * decided after those guards have run (see `pipeline/after-route-guards.ts`); the rules above
+   * decided after those guards have run (see `pipeline/stages/after-route-guards.ts`); the rules above
    * are decided first, by the global guard. Undefined when everything is decided first.
    */
   readonly afterGuards?: Route;

@@ -96,7 +96,7 @@ export interface Transport {
    * no handler will run for it any more (its response was sent in full, or its connection
    * closed before its request had arrived in full), false when the client merely left (the
    * handler may still be running then, or start later). What ends the concurrency slots of a
-   * call whose handler never claimed them (see `pipeline/slot-hold.ts`), and of a streamed
+   * call whose handler never claimed them (see `end/slot-hold.ts`), and of a streamed
    * body. Transports without it (the handler-bound ones: GraphQL, WebSocket, RPC) end them
    * when the handler's result settles (`RateLimitSettleInterceptor`).
    */

@@ -1,10 +1,10 @@
 import { declare } from '../declare/decorators.js';
 import { keys } from '../declare/keys.js';
-import type { RateInput } from '../../core/rate.js';
+import type { RateInput } from '../../core/model/rate.js';
 import { ipIdentity } from '../../http/identities.js';
 import type { StoreFailureMode } from '../declare/decorators.js';
 import type { RoutePlan } from '../pipeline/call.js';
-import { Gate } from '../pipeline/gate.js';
+import { Gate } from '../pipeline/stages/gate.js';
 import type { RoutePlanner } from '../plan/planner.js';
 import { handshakeOf, recordHandshake, wsErrorOf, type HandshakeRequest } from './ws.js';
 import type { WsRateLimitError } from './ws.js';

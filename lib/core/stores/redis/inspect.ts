@@ -1,0 +1,70 @@
+import { decodeInts } from '../../algorithms/types.js';
+import { algorithmTagOf, baseKeyOf } from '../../model/store-keys.js';
+import { pairsToRecord } from './scripting.js';
+import type { StoredKey, StoreSnapshot } from '../store.js';
+
+/** What INSPECT_SCRIPT answers: `now`, then per key its PTTL and its value. */
+export type InspectReply = (number | string | string[] | null)[];
+
+/**
+ * The snapshot of an INSPECT_SCRIPT reply over `keys` (see `RedisStore.inspect`).
+ * @param testClock the store runs on a test clock (token bucket and GCRA keep their debt in
+ *   the value then, and blocks their end)
+ */
+export function snapshotOf(
+  keys: readonly string[],
+  reply: InspectReply,
+  testClock: boolean,
+): StoreSnapshot {
+  const nowMs = reply[0] as number;
+  const found: StoredKey[] = [];
+  keys.forEach((key, i) => {
+    const ttlMs = reply[2 * i + 1] as number;
+    const value = reply[2 * i + 2] ?? null;
+    if (ttlMs === -2 || value === null) return; // gone since it was found
+    if (Array.isArray(value) && algorithmTagOf(key) === 'cc') {
+      // A concurrency limit's leases: their expiries (the scores), as MemoryStore gives them.
+      const expiries = value.filter((_, k) => k % 2 === 1).map(Number);
+      found.push({ key, ttlMs, state: expiries.filter((end) => end > nowMs) });
+      return;
+    }
+    if (Array.isArray(value)) {
+      found.push({ key, ttlMs, fields: pairsToRecord(value) });
+      return;
+    }
+    const state = decodeStored(key, ttlMs, String(value), nowMs, testClock);
+    if (state !== null) found.push({ key, ttlMs, state });
+  });
+  return { nowMs, keys: found };
+}
+
+/**
+ * A stored value as {@link StoredKey.state} describes it, by the key's algorithm tag;
+ * null for a state that a test clock has moved past its expiry.
+ */
+function decodeStored(
+  key: string,
+  ttlMs: number,
+  value: string,
+  nowMs: number,
+  testClock: boolean,
+): readonly number[] | undefined | null {
+  const tag = algorithmTagOf(key);
+  // A block (see penalty.ts): its end, held by the value on a test clock, else the expiry.
+  if (tag === 'b') return testClock ? decodeInts(value, 1) : [nowMs + ttlMs];
+  if (tag === 'fw') return decodeInts(value, 2);
+  if (tag === 'sw') return decodeInts(value, 3);
+  if (tag !== 'tb' && tag !== 'gcra') return undefined;
+  if (testClock || baseKeyOf(key) !== key) {
+    // A test clock, or an override's own state (which expires with the override):
+    // "<expiryMs>:<credit>", the expiry on the store's clock (null: expired on it).
+    const [expiry, credit] = value.split(':').map(Number);
+    if (!Number.isSafeInteger(expiry)) return [0, 0];
+    if (expiry! <= nowMs) return null;
+    return [expiry! - nowMs, -(Number.isSafeInteger(credit) ? credit! : 0)];
+  }
+  // The expiry is the TAT rounded up to the ms; the value the ticks that rounding added.
+  if (ttlMs < 0) return [0, 0];
+  const credit = Number(value);
+  return [ttlMs, Number.isSafeInteger(credit) ? -credit : 0];
+}

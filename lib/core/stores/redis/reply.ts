@@ -1,0 +1,94 @@
+import { ALGORITHM_IMPLS, decideAll, type State } from '../../algorithms/index.js';
+import { blockedOutcome, startsBlock } from '../../model/penalty.js';
+import { spentOutcome } from '../../model/refund.js';
+import type { StoreOutcome, StorePolicy } from '../store.js';
+
+// How RedisStore reads what its scripts reply (see CONSUME_SCRIPT and INSPECT_SCRIPT).
+
+/** See `CONSUME_SCRIPT`: a debt alone, or states as they stood. */
+export type ScriptReply = number | (number | string | null)[];
+
+/**
+ * The outcomes of one consume script call, computed by the TypeScript reference from the
+ * states the script replied (see CONSUME_SCRIPT).
+ * @param clock the store's test clock, if any
+ */
+export function outcomesOf(
+  policies: readonly StorePolicy[],
+  reply: ScriptReply,
+  mode: 'c' | 'd' | 'b',
+  clock: (() => number) | undefined,
+): StoreOutcome[] {
+  // The script returns each state as it stood; the TypeScript reference turns it into the
+  // numbers reported, deciding exactly as the script did (test/integration/lua-reference).
+  const only = policies.length === 1 ? policies[0]! : undefined;
+  // Token bucket and GCRA are read at time 0 (a debt): their TAT counts from now.
+  const offset = clock ?? Date.now;
+  if (typeof reply === 'number' && only !== undefined && only.blockMs === undefined) {
+    // The usual request: one token bucket or GCRA debt, no control, no penalty (held to the
+    // general path's outcomes by test/unit/fast-paths.test.ts).
+    const o = ALGORITHM_IMPLS[only.algorithm].evaluate(
+      [Math.floor(reply / only.limit), reply % only.limit],
+      0,
+      only,
+    );
+    return [spentOutcome(o, only, offset)];
+  }
+  const values = typeof reply === 'number' ? [reply] : reply;
+  let r = 0;
+  const evaluations = policies.map((policy) => {
+    const impl = ALGORITHM_IMPLS[policy.algorithm];
+    if (policy.algorithm === 'concurrency') {
+      // Leases held, and ms until the last expires: read at time 0 (see concurrency.ts).
+      const state: State = [values[r++] as number, values[r++] as number];
+      return { impl, params: policy, now: 0, state, debt: undefined };
+    }
+    if (!impl.decode) {
+      // A debt in ticks, as a GCRA state read at time 0.
+      const debt = values[r++] as number;
+      const state: State = [Math.floor(debt / policy.limit), debt % policy.limit];
+      return { impl, params: policy, now: 0, state, debt };
+    }
+    const raw = values[r++] as string | null;
+    const now = values[r++] as number;
+    const state = raw === null ? undefined : impl.decode(raw);
+    return { impl, params: policy, now, state, debt: undefined };
+  });
+  // Overrides and exemptions the script applied, if any (see CONSUME_SCRIPT).
+  const effects = values.length > r ? (values.slice(r) as string[]) : undefined;
+  const controlled = effects
+    ? evaluations.map((e, i) => {
+        const effect = effects[i] ?? '';
+        if (effect === '' || effect.startsWith('b')) return e;
+        const params = effect === 'x' ? { ...e.params, cost: 0 } : overridden(e.params, effect);
+        const state =
+          e.debt === undefined
+            ? e.state
+            : ([Math.floor(e.debt / params.limit), e.debt % params.limit] as State);
+        return { ...e, params, state };
+      })
+    : evaluations;
+  // Blocks in force, with their ms left (see penalty.ts).
+  const blocks = effects?.map((e) => (e.startsWith('b') ? Number(e.slice(1)) : undefined));
+  return decideAll(controlled, blocks).map((o, i) => {
+    const { allowed, remaining, resetMs, retryAfterMs } = o;
+    const outcome: StoreOutcome = { allowed, remaining, resetMs, retryAfterMs };
+    const effect = effects?.[i] ?? '';
+    const policy = policies[i]!;
+    if (blocks?.[i] !== undefined) return { ...outcome, blocked: true };
+    if (mode !== 'd' && startsBlock(policy, o, undefined, effect !== '')) {
+      return { ...blockedOutcome(o, policy.blockMs!, policy.blockResets), blocked: true };
+    }
+    // A mark only for a spending the caller may refund (RateLimiter.spend): others pay nothing.
+    if (effect === '') return spentOutcome(o, policy, offset);
+    if (effect === 'x') return { ...outcome, exempt: true };
+    const { limit, periodMs } = controlled[i]!.params;
+    return { ...outcome, override: { limit, periodMs } };
+  });
+}
+
+/** A policy's parameters under an override reported as `"<limit>:<periodMs>:<capacity>"`. */
+function overridden(params: StorePolicy, effect: string): StorePolicy {
+  const [limit, periodMs, capacity] = effect.split(':').map(Number);
+  return { ...params, limit: limit!, periodMs: periodMs!, capacity: capacity! };
+}
