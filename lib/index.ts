@@ -98,6 +98,19 @@ export {
   type RateLimitOptions,
 } from './nest/declare/decorators.js';
 export { keys, type KeyFn, type KeyHelpers } from './nest/declare/keys.js';
+export {
+  OverloadPool,
+  Priority,
+  SkipLoadShedding,
+  type PriorityFn,
+} from './nest/overload/decorators.js';
+export {
+  PRIORITIES,
+  type AdaptiveLimitOptions,
+  type AdmissionOptions,
+  type OverloadOptions,
+  type OverloadPoolOptions,
+} from './core/overload/types.js';
 export { rateLimitContext, type RateLimitContext } from './nest/declare/context.js';
 export type { RequestOutcome } from './nest/pipeline/outcome.js';
 export type { Refusal } from './nest/transports/refusal.js';

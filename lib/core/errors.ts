@@ -33,7 +33,9 @@ export type RateLimitErrorCode =
   /** A bad argument to an override or exemption (`RateLimitService`, the admin endpoints). */
   | 'ERR_RATE_LIMIT_CONTROL'
   /** A bad option of `RateLimitAdminModule`. */
-  | 'ERR_RATE_LIMIT_ADMIN_OPTION';
+  | 'ERR_RATE_LIMIT_ADMIN_OPTION'
+  /** A bad `overload` option, `@Priority` or `@OverloadPool`. */
+  | 'ERR_RATE_LIMIT_OVERLOAD_OPTION';
 
 /**
  * Thrown for a configuration that can never work: a bad rate string, algorithm, burst,

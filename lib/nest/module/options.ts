@@ -11,6 +11,7 @@ import type { KeyFn } from '../declare/keys.js';
 import type { GraphQLCostOptions } from '../graphql/options.js';
 import type { MetricsOptions } from '../observability/metrics.js';
 import type { DecisionEvent } from '../observability/observer.js';
+import type { OverloadOptions } from '../../core/overload/types.js';
 
 /** A module default given with options: `@RateLimit`'s options and its `rate`. */
 export type DefaultPolicyOptions = RateLimitOptions & { rate: RateInput | RateFn };
@@ -193,6 +194,16 @@ export interface RateLimitModuleOptions {
    * a 503). Headers are the same either way; other transports keep their own refusals.
    */
   errorFormat?: 'nest' | 'problem';
+  /**
+   * Overload protection, per process and without the store: calls are admitted against an
+   * adaptive concurrency limit (Gradient2 over latency, lowered by event-loop delay) by
+   * priority (`@Priority`, `defaultPriority`), before any rate limit is spent; a shed call
+   * is answered 503 with `Retry-After` (GraphQL, RPC and WebSocket refusals alike).
+   * `@SkipLoadShedding()` exempts a route. `true` takes every default of
+   * {@link OverloadOptions}. Default: off, and nothing of it runs per request. See
+   * docs/guides/overload.md.
+   */
+  overload?: boolean | OverloadOptions;
 }
 
 /** Options of `RateLimitModule.forRootAsync`. */

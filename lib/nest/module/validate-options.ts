@@ -10,6 +10,7 @@ import { validateMetricsOption } from '../observability/metrics.js';
 import type { RateLimitStore } from '../../core/stores/store.js';
 import type { RateLimitModuleOptions } from './options.js';
 import { validateCostOptions } from '../graphql/options.js';
+import { overloadSettings } from '../../core/overload/options.js';
 
 const WHERE = 'RateLimitModule options';
 
@@ -142,6 +143,7 @@ export function validateOptions(options: RateLimitModuleOptions): void {
   }
   validateMetricsOption(options.metrics);
   if (options.graphql !== undefined) validateCostOptions(options.graphql);
+  overloadSettings(options.overload);
   if (options.allowList !== undefined) new AllowList(options.allowList, options, WHERE);
   // The limiter's own options and the default policy, before any connection is opened:
   // a start that fails must leave nothing behind.

@@ -1,4 +1,5 @@
 import type { LimitEntry } from '../../core/limiter.js';
+import type { Priority } from '../../core/overload/types.js';
 import type { Decision, PolicyDecision } from '../../core/policy.js';
 import { hashIdentity } from './events.js';
 import type { RateLimitMetrics } from './metrics.js';
@@ -10,10 +11,12 @@ import type { RateLimitMetrics } from './metrics.js';
  * - `shadow_blocked`: admitted, but a shadow policy would have refused it;
  * - `failed_open`: admitted without a decision, because the store did not answer (or a
  *   rate or cost function failed) and the policies fail open;
- * - `failed_closed`: refused with 503 for the same reasons, under a `failClosed` policy.
+ * - `failed_closed`: refused with 503 for the same reasons, under a `failClosed` policy;
+ * - `shed`: refused with 503 by overload protection (the `overload` option), before any
+ *   policy was decided: `policies` is empty, `identity` too, and `priority` says which.
  */
 export type DecisionOutcome =
-  'allowed' | 'blocked' | 'shadow_blocked' | 'failed_open' | 'failed_closed';
+  'allowed' | 'blocked' | 'shadow_blocked' | 'failed_open' | 'failed_closed' | 'shed';
 
 /** One policy's verdict in a {@link DecisionEvent}. Durations in **ms**. */
 export interface DecisionEventPolicy extends PolicyDecision {
@@ -54,6 +57,8 @@ export interface DecisionEvent {
    */
   durationMs: number;
   outcome: DecisionOutcome;
+  /** Under the `overload` option, a shed call's priority (only on `outcome: 'shed'`). */
+  priority?: Priority;
 }
 
 /** What the stages gather about one request while they decide, only when it is observed. */
