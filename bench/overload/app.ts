@@ -58,23 +58,17 @@ export interface Sample {
 type Decorator = ClassDecorator & MethodDecorator;
 
 /**
- * `@Priority` and the `overload` option, from the build that has them. Typed here because the
- * build this part was written beside may not export them yet.
+ * Throws on a build without the overload API (a baseline's), which would otherwise ignore
+ * `overload: true` unnoticed.
  */
-interface OverloadApi {
-  Priority?: (priority: 'critical' | 'sheddable') => Decorator;
-}
-
-/** Throws on a build without the overload API (which would ignore `overload: true` unnoticed). */
-function overloadApi(): Required<OverloadApi> {
-  const { Priority } = nrl as unknown as OverloadApi;
-  if (typeof Priority !== 'function')
+function assertOverloadApi(): void {
+  if (typeof (nrl as Partial<NrlPackage>).Priority !== 'function')
     throw new Error('this build of nest-rate-limit has no @Priority: the overload API is missing');
-  return { Priority };
 }
 
 function priority(p: 'critical' | 'sheddable'): Decorator {
-  return overloadApi().Priority(p);
+  assertOverloadApi();
+  return nrl.Priority(p);
 }
 
 function workController(
@@ -110,12 +104,6 @@ function workController(
   return WorkController;
 }
 
-/** The module options with `overload` on, written so that a build without it still compiles this. */
-function withOverload<T extends object>(options: T): T {
-  overloadApi();
-  return { ...options, overload: true };
-}
-
 function variantModule(variant: string, work: Work): ModuleMetadata {
   const forRoot = (options: Parameters<typeof nrl.RateLimitModule.forRoot>[0]): DynamicModule =>
     nrl.RateLimitModule.forRoot(options);
@@ -133,7 +121,7 @@ function variantModule(variant: string, work: Work): ModuleMetadata {
     }
     case 'nrl-adaptive':
       return {
-        imports: [forRoot(withOverload({ store: 'memory' as const, metrics: true }))],
+        imports: [forRoot({ store: 'memory', overload: true, metrics: true })],
         controllers: [workController(work, [], [priority('critical')], [priority('sheddable')])],
       };
     case 'nrl-off':
@@ -142,8 +130,9 @@ function variantModule(variant: string, work: Work): ModuleMetadata {
         controllers: [workController(work, [], [], [])],
       };
     case 'nrl-overload':
+      assertOverloadApi();
       return {
-        imports: [forRoot(withOverload({ store: 'memory' as const }))],
+        imports: [forRoot({ store: 'memory', overload: true })],
         controllers: [workController(work, [], [], [])],
       };
     default:

@@ -162,6 +162,10 @@ async function runVariant(
     });
     app.assertAlive();
     const samples = await samplesOf(app);
+    if (variant === 'nrl-adaptive' && !samples.some((s) => s.limit !== undefined))
+      opts.log(
+        `${platform}, ${work}: nrl-adaptive's metrics have no overload limit gauge: its limit back is left out (–)`,
+      );
     const startsMs = phases.map(
       (_, i) => result.startedAtMs + 1000 * phases.slice(0, i).reduce((s, p) => s + p.durationS, 0),
     );

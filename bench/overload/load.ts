@@ -43,11 +43,14 @@ export interface PriorityFigures {
   ok: number;
   /** 503 answers (load shedding, under-pressure's refusals). */
   unavailable: number;
+  /** 429 answers (a concurrency limit's refusals). */
+  refused: number;
   /** Other statuses, and connections closed without an answer. */
   other: number;
   timeouts: number;
-  p50Ms: number;
-  p99Ms: number;
+  /** Null without a 2xx answer. */
+  p50Ms: number | null;
+  p99Ms: number | null;
 }
 
 /** A traced request: ms after the phase began (scheduled), priority index, status (0: none), latency in ms. */
@@ -136,7 +139,10 @@ export async function runLoad(opts: LoadOptions): Promise<LoadResult> {
 
   const finish = (c: Connection, status: number) => {
     const request = c.request!;
-    outcomes.push({ request, status, latencyMs: performance.now() - request.dueAt });
+    const latencyMs = performance.now() - request.dueAt;
+    // Late past the timeout (this process ran its check late, on a busy machine): given up.
+    if (latencyMs > opts.timeoutMs) outcomes.push({ request, status: -1, latencyMs });
+    else outcomes.push({ request, status, latencyMs });
     c.request = undefined;
   };
   const dispatch = () => {
@@ -242,18 +248,21 @@ const round = (ms: number) => Math.round(ms * 100) / 100;
 function figures(outcomes: Outcome[]): PriorityFigures {
   const ok = outcomes.filter((o) => o.status >= 200 && o.status < 300);
   const sorted = Float64Array.from(ok.map((o) => o.latencyMs)).sort();
-  const at = (q: number) => sorted[Math.max(0, Math.ceil(q * sorted.length) - 1)] ?? NaN;
+  const at = (q: number) => {
+    const value = sorted[Math.max(0, Math.ceil(q * sorted.length) - 1)];
+    return value === undefined ? null : round(value);
+  };
+  const known = (status: number) =>
+    (status >= 200 && status < 300) || status === 503 || status === 429 || status === -1;
   return {
     sent: outcomes.length,
     ok: ok.length,
     unavailable: outcomes.filter((o) => o.status === 503).length,
-    other: outcomes.filter(
-      (o) =>
-        o.status === 0 || (o.status > 0 && o.status < 200) || (o.status >= 300 && o.status !== 503),
-    ).length,
+    refused: outcomes.filter((o) => o.status === 429).length,
+    other: outcomes.filter((o) => !known(o.status)).length,
     timeouts: outcomes.filter((o) => o.status === -1).length,
-    p50Ms: round(at(0.5)),
-    p99Ms: round(at(0.99)),
+    p50Ms: at(0.5),
+    p99Ms: at(0.99),
   };
 }
 

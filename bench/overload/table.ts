@@ -9,7 +9,7 @@ export const COST_TARGET_US = 2;
 
 const seconds = (s: number | undefined) =>
   s === undefined ? '–' : Number.isFinite(s) ? fmt(s) : 'never';
-const ms = (v: number) => (Number.isNaN(v) ? '–' : fmt(v));
+const ms = (v: number | null) => (v === null || Number.isNaN(v) ? '–' : fmt(v));
 const pct = (share: number) => (Number.isNaN(share) ? '–' : `${(100 * share).toFixed(1)}%`);
 
 /** One row per variant and load. */
@@ -27,7 +27,10 @@ export function loadTable(variants: readonly VariantFigures[]): string[] {
       pct(l.sheddable.sent ? l.sheddable.ok / l.sheddable.sent : NaN),
       ms(l.sheddable.p50Ms),
       ms(l.sheddable.p99Ms),
-      `${l.critical.unavailable + l.sheddable.unavailable}/${l.critical.timeouts + l.sheddable.timeouts}`,
+      [l.critical, l.sheddable]
+        .map((p) => [p.unavailable, p.refused, p.timeouts, p.other])
+        .reduce((a, b) => a.map((x, i) => x + b[i]!))
+        .join('/'),
       seconds(l.limitBackS),
       seconds(l.servedAgainS),
     ]),
@@ -35,7 +38,7 @@ export function loadTable(variants: readonly VariantFigures[]): string[] {
   const unloaded = variants
     .map(
       (v) =>
-        `${v.variant} ${fmt(v.unloadedCriticalP99Ms)} ms${v.unloadedLimit === undefined ? '' : ` (limit ${fmt(v.unloadedLimit)})`}`,
+        `${v.variant} ${ms(v.unloadedCriticalP99Ms)} ms${v.unloadedLimit === undefined ? '' : ` (limit ${fmt(v.unloadedLimit)})`}`,
     )
     .join(', ');
   return [
@@ -53,7 +56,7 @@ export function loadTable(variants: readonly VariantFigures[]): string[] {
         'sheddable ok',
         'shed p50 ms',
         'shed p99 ms',
-        '503/timeouts',
+        '503/429/timeout/other',
         'limit back s',
         'served again s',
       ],

@@ -12,6 +12,7 @@ const figures = (over: Partial<PriorityFigures> = {}): PriorityFigures => ({
   sent: 100,
   ok: 100,
   unavailable: 0,
+  refused: 0,
   other: 0,
   timeouts: 0,
   p50Ms: 3,
@@ -123,6 +124,11 @@ describe('bench overload: the targets at 2× capacity', () => {
       ['90%', false],
       ['not in the recovery phase', false],
     ]);
+  });
+
+  it('fails the latency target when no critical request succeeded', () => {
+    const checks = targetsAt2x(run({ ok: 0, p50Ms: null, p99Ms: null }, 0, [20]));
+    expect(checks[1]).toMatchObject({ value: 'none succeeded', pass: false });
   });
 
   it('judges a variant without a limit by when it served again', () => {
