@@ -6,12 +6,13 @@ export interface TooManyRequestsBody {
   retryAfter?: number;
 }
 
-/** The 503 body when a fail-closed route cannot reach its store. */
+/** The 503 body when a fail-closed route cannot reach its store, or a call is shed. */
 export interface ServiceUnavailableBody {
   statusCode: 503;
   error: 'Service Unavailable';
   message: string;
-  retryAfter: 1;
+  /** In **seconds**: 1 for a store outage, `overload.retryAfterSeconds` for a shed call. */
+  retryAfter: number;
 }
 
 /**
@@ -38,11 +39,12 @@ export function tooManyRequestsBody(
   };
 }
 
-/** The body of a 503 from a fail-closed policy whose store is down: `retryAfter` in seconds. */
+/** The body of a 503 (a fail-closed policy whose store is down, a shed call): `retryAfter` in seconds. */
 export function serviceUnavailableBody(
   message = 'Rate limiting is unavailable; retry shortly',
+  retryAfter = 1,
 ): ServiceUnavailableBody {
-  return { statusCode: 503, error: 'Service Unavailable', message, retryAfter: 1 };
+  return { statusCode: 503, error: 'Service Unavailable', message, retryAfter };
 }
 
 /** The problem type of a refusal for an exceeded quota (draft-ietf-httpapi-ratelimit-headers). */
@@ -98,12 +100,13 @@ export function quotaExceededProblem(
 /** The problem details of a 503 from a fail-closed policy: type `temporary-reduced-capacity`. */
 export function temporaryReducedCapacityProblem(
   message = serviceUnavailableBody().message,
+  retryAfter = 1,
 ): ProblemDetails {
   return {
     type: TEMPORARY_REDUCED_CAPACITY_TYPE,
     title: 'Request cannot be satisfied due to temporary server capacity constraints',
     status: 503,
     detail: message,
-    retryAfter: 1,
+    retryAfter,
   };
 }

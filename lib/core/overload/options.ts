@@ -25,6 +25,7 @@ export interface PoolSettings {
   readonly criticalCap: number;
   readonly queueMs: number;
   readonly maxQueued: number;
+  readonly leaseMs: number;
 }
 
 /** The `overload` option with every default filled in. */
@@ -84,16 +85,27 @@ export function overloadSettings(
 }
 
 function poolSettings(
-  own: OverloadPoolOptions,
-  inherited: OverloadPoolOptions | undefined,
+  own: OverloadPoolOptions | OverloadOptions,
+  inherited: OverloadOptions | undefined,
   at: string,
   where: string,
 ): PoolSettings {
-  const get = <K extends keyof (AdaptiveLimitOptions & AdmissionOptions)>(key: K) =>
-    own[key] !== undefined ? own[key] : inherited?.[key];
+  type Key = keyof (AdaptiveLimitOptions & AdmissionOptions);
+  const mine = own as AdaptiveLimitOptions & AdmissionOptions;
+  const get = <K extends Key>(key: K) =>
+    mine[key] !== undefined ? mine[key] : (inherited as typeof mine | undefined)?.[key];
+  if (inherited !== undefined && mine.windowMs !== undefined)
+    fail(
+      `${at}.windowMs`,
+      mine.windowMs,
+      "nothing: a pool's windows are the process's windowMs",
+      where,
+    );
   const minLimit = get('minLimit') ?? 5;
   const maxLimit = get('maxLimit') ?? 1000;
-  const initialLimit = get('initialLimit') ?? Math.min(maxLimit, Math.max(minLimit, 20));
+  // A pool that sets its own bounds takes the inherited start within them.
+  const initialLimit =
+    mine.initialLimit ?? Math.min(maxLimit, Math.max(minLimit, get('initialLimit') ?? 20));
   integer(`${at}.minLimit`, minLimit, 1, 1_000_000, where);
   integer(
     `${at}.maxLimit`,
@@ -151,6 +163,15 @@ function poolSettings(
   integer(`${at}.queueMs`, queueMs, 0, 10_000, where);
   const maxQueued = get('maxQueued') ?? 100;
   integer(`${at}.maxQueued`, maxQueued, 1, 1_000_000, where);
+  const leaseMs = get('leaseMs') ?? 60_000;
+  integer(
+    `${at}.leaseMs`,
+    leaseMs,
+    1000,
+    2 ** 31 - 1,
+    where,
+    'an integer number of ms from 1,000 to 2^31-1',
+  );
   return {
     initialLimit,
     minLimit,
@@ -165,6 +186,7 @@ function poolSettings(
     criticalCap,
     queueMs,
     maxQueued,
+    leaseMs,
   };
 }
 

@@ -92,17 +92,27 @@ export interface AdmissionOptions {
    * else it is shed. An integer >= 1. Default 100.
    */
   maxQueued?: number;
+  /**
+   * How long an admitted call may count in flight at most, in **ms**: one still counted
+   * after this long is let go (a handler that never ends, a long stream, a call refused
+   * after admission where the transport does not tell). An integer from 1,000 to 2^31-1.
+   * Default 60,000.
+   */
+  leaseMs?: number;
 }
 
-/** The settings of one pool: its own limit and admission. */
-export type OverloadPoolOptions = AdaptiveLimitOptions & AdmissionOptions;
+/**
+ * The settings of one named pool: its own limit and admission (its windows are the
+ * process's `windowMs`).
+ */
+export type OverloadPoolOptions = Omit<AdaptiveLimitOptions, 'windowMs'> & AdmissionOptions;
 
 /**
  * Overload protection (`RateLimitModule.forRoot({ overload })`, or `OverloadProtection`
  * without Nest): per process, no store call. Calls are admitted against an adaptive
  * concurrency limit by priority; what is shed is answered 503 with `Retry-After`.
  */
-export interface OverloadOptions extends OverloadPoolOptions {
+export interface OverloadOptions extends AdaptiveLimitOptions, AdmissionOptions {
   /** The priority of calls whose route names none (`@Priority`). Default `'normal'`. */
   defaultPriority?: Priority;
   /**

@@ -31,6 +31,7 @@ import { RATE_LIMIT_OPTIONS, RATE_LIMIT_REDIS } from './tokens.js';
 import { AfterGuardsSetup, GuardCheck, RouteCheck } from './bootstrap.js';
 import { BeforeBodySetup } from './before-body-setup.js';
 import { InterceptorOrder } from './interceptor-order.js';
+import { OverloadSetup } from '../overload/setup.js';
 import { RESOURCES, Shutdown } from './lifecycle.js';
 
 /**
@@ -196,6 +197,7 @@ function build(
       GuardCheck,
       ...(global ? [AfterGuardsSetup] : []),
       InterceptorOrder,
+      OverloadSetup,
       BeforeBodySetup,
       Shutdown,
       // The guard writes the headers itself, so no global interceptor: one would wrap every

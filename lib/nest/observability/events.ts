@@ -55,6 +55,10 @@ export const RATE_LIMIT_EVENTS = {
    * would all share one budget).
    */
   unenforced: 'rate_limit.unenforced',
+  /** Overload protection shed a call after a quiet spell: once per episode. */
+  sheddingStarted: 'rate_limit.shedding_started',
+  /** Overload protection shed nothing for 2 s: the episode is over, with its counts. */
+  sheddingStopped: 'rate_limit.shedding_stopped',
 } as const;
 
 /** One of {@link RATE_LIMIT_EVENTS}. */
@@ -269,6 +273,20 @@ export class RateLimitEvents {
   unenforced(detail: UnenforcedDetail): void {
     const fields = { ...detail, docs: errorsLink(RATE_LIMIT_EVENTS.unenforced) };
     this.logger.warn(`${RATE_LIMIT_EVENTS.unenforced} ${JSON.stringify(fields)}`);
+  }
+
+  /**
+   * Logs `rate_limit.shedding_started` (a warning, with the `docs` field) or
+   * `rate_limit.shedding_stopped` (info), unthrottled: overload protection writes one of
+   * each per episode, never one per call.
+   */
+  shedding(started: boolean, detail: Record<string, unknown>): void {
+    if (started) {
+      const event = RATE_LIMIT_EVENTS.sheddingStarted;
+      this.logger.warn(`${event} ${JSON.stringify({ ...detail, docs: errorsLink(event) })}`);
+    } else {
+      this.logger.log(`${RATE_LIMIT_EVENTS.sheddingStopped} ${JSON.stringify(detail)}`);
+    }
   }
 
   /** Notes when `key` was last logged; the oldest go first beyond 10,000 keys. */

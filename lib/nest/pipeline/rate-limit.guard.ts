@@ -19,6 +19,7 @@ import {
   storeOutcome,
   type RequestOutcome,
 } from './outcome.js';
+import { shed } from './shed.js';
 import { endSlots, forgetSlots, holdSlots } from './slot-hold.js';
 import { isThenable } from './thenable.js';
 
@@ -97,7 +98,12 @@ export class RateLimitGuard implements CanActivate {
     }
     // Stored while it is being decided: calls that share the carrier at once (the items of a
     // GraphQL list under one field) wait for this decision rather than count again.
-    const deciding = this.decide(ctx, transport, request, carrier);
+    const { overload } = this.runtime;
+    const deciding =
+      overload === undefined
+        ? this.decide(ctx, transport, request, carrier)
+        : // Admission first: a shed call spends no rate-limit budget.
+          shed(overload, ctx, () => this.decide(ctx, transport, request, carrier));
     storeOutcome(carrier, deciding);
     const on = carrier;
     return deciding.then((outcome) => {

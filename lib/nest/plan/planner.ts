@@ -19,6 +19,7 @@ import { Outcomes } from '../pipeline/shape.js';
 import { compile } from './compile.js';
 import type { DeclaredPolicy } from '../declare/decorators.js';
 import { RouteTable, type Route, type Target } from './routes.js';
+import { createOverload, type Overload } from '../overload/runtime.js';
 
 /**
  * The plans of every route, compiled once per handler (eagerly at bootstrap, so a
@@ -29,6 +30,8 @@ export class RoutePlanner {
   readonly engine: Engine;
   /** The module's `allowList`, parsed once: clients on it are never limited. */
   readonly allowList: AllowList | undefined;
+  /** Overload protection, under the `overload` option only. */
+  readonly overload: Overload | undefined;
   private readonly routes: RouteTable;
   /** Per controller, then per handler: an inherited handler serves several controllers. */
   private plans = new WeakMap<Target, Map<Target, RoutePlan>>();
@@ -51,6 +54,7 @@ export class RoutePlanner {
       options.allowList === undefined
         ? undefined
         : new AllowList(options.allowList, options, 'RateLimitModule options');
+    this.overload = createOverload(options, events, tracing);
     // Announcing starts with the first policy that needs the count, at bootstrap.
     this.routes = new RouteTable(options, global, () => instances.start());
     const insurance = new Insurance(() => instances.value, options.prefix, events);

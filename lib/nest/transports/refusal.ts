@@ -14,7 +14,10 @@ import {
  * error, a `WsException`, an `RpcException`). Made by {@link refusalOf}.
  */
 export interface Refusal {
-  /** 429: a policy refused (RFC 6585 §4); 503: a fail-closed policy's store is down. */
+  /**
+   * 429: a policy refused (RFC 6585 §4); 503: a fail-closed policy's store is down, or
+   * overload protection shed the call.
+   */
   readonly status: 429 | 503;
   /**
    * The wait before a retry can be admitted, in **seconds** (`Retry-After`, RFC 9110
@@ -72,13 +75,14 @@ class DecidedRefusal implements Refusal {
 
 /** The Nest-style body of a refusal: `{ statusCode, error, message, retryAfter? }`. */
 export function refusalBody(refusal: RefusalFields): TooManyRequestsBody | ServiceUnavailableBody {
-  if (refusal.status === 503) return serviceUnavailableBody(refusal.message);
+  if (refusal.status === 503) return serviceUnavailableBody(refusal.message, refusal.retryAfter);
   return tooManyRequestsBody(refusal.retryAfter, refusal);
 }
 
 /** The RFC 9457 body of a refusal, with draft-ietf-httpapi-ratelimit-headers' problem types. */
 export function refusalProblem(refusal: RefusalFields): ProblemDetails {
-  if (refusal.status === 503) return temporaryReducedCapacityProblem(refusal.message);
+  if (refusal.status === 503)
+    return temporaryReducedCapacityProblem(refusal.message, refusal.retryAfter);
   return quotaExceededProblem(refusal.retryAfter, [...refusal.policies], refusal);
 }
 

@@ -13,7 +13,28 @@ export class AppProcess {
     private readonly child: ChildProcessWithoutNullStreams,
     /** `http://127.0.0.1:<port>` */
     readonly url: string,
+    private readonly printed: () => string,
   ) {}
+
+  /** Everything it printed on stdout so far. */
+  get output(): string {
+    return this.printed();
+  }
+
+  /** Resolves once its stdout holds a line matching `pattern`; rejects after `ms`. */
+  async printedLine(pattern: RegExp, ms: number): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`no line matching ${pattern} in ${ms} ms`)), ms);
+    });
+    try {
+      while (!pattern.test(this.printed())) {
+        await Promise.race([once(this.child.stdout, 'data'), late]);
+      }
+    } finally {
+      clearTimeout(timer);
+    }
+  }
 
   /** Starts `script` with `options`; rejects with its stderr if it exits first. */
   static async start(script: string, options: unknown): Promise<AppProcess> {
@@ -35,7 +56,7 @@ export class AppProcess {
       });
       child.once('exit', (code) => reject(new Error(`${script} exited ${code}: ${err}`)));
     });
-    return new AppProcess(child, url);
+    return new AppProcess(child, url, () => out);
   }
 
   /** GET on a path of this app, body read. */

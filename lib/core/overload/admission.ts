@@ -1,0 +1,249 @@
+import { Gradient2Limit } from './gradient.js';
+import type { PoolSettings } from './options.js';
+import { rankOf, type Priority } from './types.js';
+
+/** Time and timers, injected so that tests step them. Durations in **ms**. */
+export interface OverloadClock {
+  now(): number;
+  setTimeout(callback: () => void, ms: number): unknown;
+  clearTimeout(handle: unknown): void;
+}
+
+/** Node's clock and timers. */
+export const SYSTEM_CLOCK: OverloadClock = {
+  now: () => performance.now(),
+  setTimeout: (callback, ms) => setTimeout(callback, ms),
+  clearTimeout: (handle) => clearTimeout(handle as ReturnType<typeof setTimeout>),
+};
+
+/** What a pool reports as it admits and sheds, for metrics and logs. */
+export interface AdmissionListener {
+  /** A call was shed. */
+  shed(pool: string, priority: Priority): void;
+  /** A call left the queue after `waitedMs` **ms**, admitted or shed. */
+  waited(pool: string, priority: Priority, waitedMs: number, admitted: boolean): void;
+}
+
+/**
+ * A call admitted: its slot is held until {@link Ticket.end}. The latency sample runs from
+ * admission, or from the last {@link Ticket.restart}, to `end`.
+ */
+export interface Ticket {
+  readonly priority: Priority;
+  /** Starts the latency sample afresh (the handler starts now). */
+  restart(): void;
+  /** Gives the slot back with a latency sample; only the first `end` or `drop` counts. */
+  end(): void;
+  /** Gives the slot back without a sample (the call was refused by something else). */
+  drop(): void;
+}
+
+interface Waiter {
+  readonly priority: Priority;
+  readonly rank: number;
+  readonly since: number;
+  readonly resolve: (ticket: Ticket | undefined) => void;
+  timer: unknown;
+}
+
+/** Calls queued longest ago first; the rank of each in `queues`. */
+type Queues = [Waiter[], Waiter[], Waiter[]];
+
+/**
+ * One pool's admission: calls in flight per priority against an adaptive limit
+ * ({@link Gradient2Limit}). Rules, per call of priority `p`, with `limit` the pool's limit
+ * and `level` the event loop's pressure (0 below `maxEventLoopDelayMs`, 1 above it, 2 above
+ * twice it, 3 above four times it):
+ *
+ * - `critical`: admitted while fewer than `ceil(criticalCap × limit)` calls are in flight,
+ *   else shed; never queued, never shed for the event loop;
+ * - others: shed when `level > rank(p)` (`sheddable` from level 1, `normal` from 2, `high`
+ *   from 3); else admitted while fewer than `limit` calls are in flight and no call of
+ *   equal or higher priority waits;
+ * - at the limit, `sheddable` is shed; `high` and `normal` wait up to `queueMs` for a slot
+ *   (`high` first, each priority in arrival order), and are shed when it passes. A full
+ *   queue (`maxQueued`) sheds its newest call of the lowest priority below the newcomer's,
+ *   or else the newcomer.
+ *
+ * So the lowest priority present is always the first shed.
+ */
+export class AdmissionPool {
+  readonly limiter: Gradient2Limit;
+  /** Calls in flight, by rank (0 `sheddable` to 3 `critical`). */
+  readonly inFlight = [0, 0, 0, 0];
+  private total = 0;
+  private queued = 0;
+  private readonly queues: Queues = [[], [], []];
+  /** The event loop's pressure level, 0 to 3 (see above). */
+  private level = 0;
+  /** Tickets not ended yet, oldest first: those past `leaseMs` are let go. */
+  private readonly live = new Set<PoolTicket>();
+
+  constructor(
+    readonly name: string,
+    private readonly settings: PoolSettings,
+    private readonly clock: OverloadClock,
+    private readonly listener: AdmissionListener,
+  ) {
+    this.limiter = new Gradient2Limit(settings);
+  }
+
+  /** Calls in flight, every priority. */
+  get inFlightTotal(): number {
+    return this.total;
+  }
+
+  /** Calls waiting for a slot. */
+  get waiting(): number {
+    return this.queued;
+  }
+
+  /**
+   * Admits a call of `priority`: its ticket, or undefined when it is shed. A promise only
+   * when it waits in the queue.
+   */
+  acquire(priority: Priority): Ticket | undefined | Promise<Ticket | undefined> {
+    const rank = rankOf(priority);
+    const limit = this.limiter.limit;
+    if (rank === 3) {
+      if (this.total < Math.ceil(this.settings.criticalCap * limit)) return this.admit(priority);
+      return this.shed(priority);
+    }
+    if (this.level > rank) return this.shed(priority);
+    if (this.total < limit && !this.waitingAtOrAbove(rank)) return this.admit(priority);
+    if (rank === 0 || this.settings.queueMs === 0) return this.shed(priority);
+    return this.enqueue(priority, rank);
+  }
+
+  /**
+   * Ends a window (see {@link Gradient2Limit.update}): a new limit, the event loop's
+   * pressure, and waiting calls admitted if the limit rose. Returns the limit.
+   */
+  update(eventLoopDelayMs?: number): number {
+    const expired = this.clock.now() - this.settings.leaseMs;
+    for (const ticket of this.live) {
+      if (ticket.admittedAt > expired) break;
+      ticket.drop();
+    }
+    const limit = this.limiter.update(eventLoopDelayMs);
+    const max = this.settings.maxEventLoopDelayMs;
+    const delay = eventLoopDelayMs ?? 0;
+    this.level = delay > 4 * max ? 3 : delay > 2 * max ? 2 : delay > max ? 1 : 0;
+    // Waiting calls the loop's pressure now sheds go at once.
+    for (let rank = 1; rank < this.level && rank < 3; rank++) {
+      for (const w of this.queues[rank]!.splice(0)) this.leave(w, undefined);
+    }
+    this.drain();
+    return limit;
+  }
+
+  private admit(priority: Priority): Ticket {
+    const rank = rankOf(priority);
+    this.inFlight[rank]!++;
+    this.total++;
+    const ticket = new PoolTicket(this, priority, rank, this.clock.now());
+    this.live.add(ticket);
+    return ticket;
+  }
+
+  /** Called by a ticket, once. */
+  release(ticket: PoolTicket, rank: number, startedAt: number | undefined): void {
+    this.live.delete(ticket);
+    this.inFlight[rank]!--;
+    this.total--;
+    if (startedAt !== undefined) {
+      this.limiter.sample(Math.max(0, this.clock.now() - startedAt), this.total + 1);
+    }
+    this.drain();
+  }
+
+  /** The clock's time, for tickets. */
+  now(): number {
+    return this.clock.now();
+  }
+
+  private shed(priority: Priority): undefined {
+    this.listener.shed(this.name, priority);
+    return undefined;
+  }
+
+  private waitingAtOrAbove(rank: number): boolean {
+    for (let r = rank; r < 3; r++) if (this.queues[r]!.length > 0) return true;
+    return false;
+  }
+
+  private enqueue(priority: Priority, rank: number): Promise<Ticket | undefined> | undefined {
+    if (this.queued >= this.settings.maxQueued) {
+      // The newest call of the lowest priority below the newcomer's makes room.
+      let evicted: Waiter | undefined;
+      for (let r = 1; r < rank && evicted === undefined; r++) evicted = this.queues[r]!.pop();
+      if (evicted === undefined) return this.shed(priority);
+      this.queued--;
+      this.leave(evicted, undefined, false);
+    }
+    return new Promise((resolve) => {
+      const waiter: Waiter = { priority, rank, since: this.clock.now(), resolve, timer: undefined };
+      waiter.timer = this.clock.setTimeout(() => {
+        const queue = this.queues[rank]!;
+        const at = queue.indexOf(waiter);
+        if (at === -1) return;
+        queue.splice(at, 1);
+        this.leave(waiter, undefined);
+      }, this.settings.queueMs);
+      this.queues[rank]!.push(waiter);
+      this.queued++;
+    });
+  }
+
+  /** Admits waiting calls, highest priority first, while the limit has room. */
+  private drain(): void {
+    if (this.queued === 0) return;
+    while (this.total < this.limiter.limit) {
+      const next = this.queues[2]!.shift() ?? this.queues[1]!.shift();
+      if (next === undefined) return;
+      this.leave(next, this.admit(next.priority));
+    }
+  }
+
+  /**
+   * A waiting call leaves the queue, with its ticket or shed.
+   * @param counted false when the caller already took it off `queued`
+   */
+  private leave(waiter: Waiter, ticket: Ticket | undefined, counted = true): void {
+    if (counted) this.queued--;
+    this.clock.clearTimeout(waiter.timer);
+    this.listener.waited(this.name, waiter.priority, this.clock.now() - waiter.since, !!ticket);
+    if (ticket === undefined) this.listener.shed(this.name, waiter.priority);
+    waiter.resolve(ticket);
+  }
+}
+
+class PoolTicket implements Ticket {
+  private over = false;
+  private startedAt: number;
+
+  constructor(
+    private readonly pool: AdmissionPool,
+    readonly priority: Priority,
+    private readonly rank: number,
+    readonly admittedAt: number,
+  ) {
+    this.startedAt = admittedAt;
+  }
+
+  restart(): void {
+    this.startedAt = this.pool.now();
+  }
+
+  end(): void {
+    if (this.over) return;
+    this.over = true;
+    this.pool.release(this, this.rank, this.startedAt);
+  }
+
+  drop(): void {
+    if (this.over) return;
+    this.over = true;
+    this.pool.release(this, this.rank, undefined);
+  }
+}

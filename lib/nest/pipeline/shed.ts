@@ -1,0 +1,78 @@
+import type { ExecutionContext } from '@nestjs/common';
+import type { Ticket } from '../../core/overload/admission.js';
+import type { Overload } from '../overload/runtime.js';
+import type { OverloadRoute } from '../overload/routes.js';
+import type { RequestOutcome } from './outcome.js';
+import { isThenable } from './thenable.js';
+
+const DONE = Promise.resolve();
+
+/**
+ * The shed stage, before the gate and every store call, only under the `overload` option:
+ * admits the call by priority against its pool's adaptive limit, then runs `decide` (the
+ * rate limits); or answers the shed call's 503 at once, so a shed call spends no rate-limit
+ * budget. An admitted call's slot joins the outcome's `release` (held like a concurrency
+ * slot, `slot-hold.ts`: given back when the handler's result settles, its latency sampled
+ * from the end of `decide`); a call the rate limits refuse gives it back unsampled.
+ * `@SkipLoadShedding` routes go straight to `decide`.
+ */
+export function shed(
+  overload: Overload,
+  ctx: ExecutionContext,
+  decide: () => Promise<RequestOutcome>,
+): Promise<RequestOutcome> {
+  let route: OverloadRoute;
+  try {
+    route = overload.routes.of(ctx);
+  } catch {
+    // A context without a class or handler: the rate limits' own stages say what it is.
+    return decide();
+  }
+  if (route.exempt) return decide();
+  const priority = overload.priorityOf(route, ctx);
+  const admitted = overload.protection.acquire(priority, route.pool);
+  if (admitted === undefined) return Promise.resolve(overload.shed(route, priority));
+  if (isThenable(admitted)) {
+    return admitted.then((ticket) =>
+      ticket === undefined ? overload.shed(route, priority) : held(ticket, decide),
+    );
+  }
+  return held(admitted, decide);
+}
+
+/** `decide`'s outcome, holding `ticket` until the call ends. */
+function held(ticket: Ticket, decide: () => Promise<RequestOutcome>): Promise<RequestOutcome> {
+  let decided: Promise<RequestOutcome>;
+  try {
+    decided = decide();
+  } catch (error) {
+    ticket.drop();
+    return Promise.reject(error as Error);
+  }
+  return decided.then(
+    (outcome) => {
+      if (!outcome.allowed) {
+        ticket.drop();
+        return outcome;
+      }
+      ticket.restart();
+      const first = outcome.release;
+      return {
+        ...outcome,
+        release: first
+          ? () => {
+              ticket.end();
+              return first();
+            }
+          : () => {
+              ticket.end();
+              return DONE;
+            },
+      };
+    },
+    (error: unknown) => {
+      ticket.drop();
+      throw error;
+    },
+  );
+}

@@ -1,0 +1,202 @@
+/**
+ * Admission by priority against a limit, on a clock the test steps: its timers run only
+ * when the test moves time past them.
+ */
+import { describe, expect, it } from '@jest/globals';
+import type { OverloadClock, Ticket } from '../../lib/core/overload/admission.js';
+import { overloadSettings } from '../../lib/core/overload/options.js';
+import { OverloadProtection, type SheddingEpisode } from '../../lib/core/overload/protection.js';
+import type { OverloadOptions, Priority } from '../../lib/index.js';
+
+class SteppedClock implements OverloadClock {
+  private at = 0;
+  private timers: { due: number; run: () => void }[] = [];
+  now = () => this.at;
+  setTimeout = (run: () => void, ms: number) => {
+    const timer = { due: this.at + ms, run };
+    this.timers.push(timer);
+    return timer;
+  };
+  clearTimeout = (handle: unknown) => {
+    this.timers = this.timers.filter((t) => t !== handle);
+  };
+  /** Moves time by `ms`, running the timers that fall due, in order. */
+  advance(ms: number): void {
+    const until = this.at + ms;
+    for (;;) {
+      const next = this.timers.filter((t) => t.due <= until).sort((a, b) => a.due - b.due)[0];
+      if (next === undefined) break;
+      this.timers = this.timers.filter((t) => t !== next);
+      this.at = next.due;
+      next.run();
+    }
+    this.at = until;
+  }
+}
+
+/** A protection whose process pool's limit is fixed at `limit`. */
+function fixed(limit: number, options: OverloadOptions = {}) {
+  const clock = new SteppedClock();
+  const episodes: { started: boolean; episode: SheddingEpisode }[] = [];
+  const shed: Priority[] = [];
+  const protection = new OverloadProtection(
+    overloadSettings({ initialLimit: limit, minLimit: limit, maxLimit: limit, ...options })!,
+    {
+      shed: (_pool, priority) => shed.push(priority),
+      sheddingStarted: (episode) => episodes.push({ started: true, episode }),
+      sheddingStopped: (episode) => episodes.push({ started: false, episode }),
+    },
+    clock,
+  );
+  return { clock, protection, episodes, shed };
+}
+
+const admitted = (t: unknown): Ticket => {
+  expect(t).toBeDefined();
+  expect(t).not.toBeInstanceOf(Promise);
+  return t as Ticket;
+};
+
+describe('admission by priority', () => {
+  it('at the limit sheds sheddable, normal and high; critical passes up to criticalCap × the limit', () => {
+    const { protection } = fixed(2);
+    const held = [protection.acquire('sheddable'), protection.acquire('normal')].map(admitted);
+    expect(protection.acquire('sheddable')).toBeUndefined();
+    expect(protection.acquire('normal')).toBeUndefined();
+    expect(protection.acquire('high')).toBeUndefined();
+    admitted(protection.acquire('critical'));
+    admitted(protection.acquire('critical'));
+    // The hard cap: ceil(2 × 2) = 4 in flight.
+    expect(protection.acquire('critical')).toBeUndefined();
+    const critical = [protection.acquire('critical')];
+    held[0]!.end();
+    // Critical calls take room under the limit too: 3 in flight, none for a sheddable one.
+    expect(critical[0]).toBeUndefined();
+    expect(protection.acquire('sheddable')).toBeUndefined();
+    expect(protection.pool()!.inFlight).toEqual([0, 1, 0, 2]);
+  });
+
+  it('queues high and normal calls up to queueMs, high first, and never sheddable ones', async () => {
+    const { protection, clock } = fixed(1, { queueMs: 50 });
+    const first = admitted(protection.acquire('normal'));
+    const normal = protection.acquire('normal') as Promise<Ticket | undefined>;
+    const high = protection.acquire('high') as Promise<Ticket | undefined>;
+    expect(normal).toBeInstanceOf(Promise);
+    expect(protection.acquire('sheddable')).toBeUndefined();
+    expect(protection.pool()!.waiting).toBe(2);
+    clock.advance(10);
+    first.end();
+    const highTicket = await high;
+    expect(highTicket?.priority).toBe('high');
+    // The normal call waits on; its 50 ms run out before another slot frees.
+    clock.advance(40);
+    expect(await normal).toBeUndefined();
+    expect(protection.pool()!.waiting).toBe(0);
+  });
+
+  it('a full queue sheds its newest call of a lower priority for a newcomer, else the newcomer', async () => {
+    const { protection, shed } = fixed(1, { queueMs: 1000, maxQueued: 2 });
+    admitted(protection.acquire('critical'));
+    admitted(protection.acquire('critical'));
+    const a = protection.acquire('normal') as Promise<Ticket | undefined>;
+    const b = protection.acquire('normal') as Promise<Ticket | undefined>;
+    const c = protection.acquire('high') as Promise<Ticket | undefined>;
+    expect(await b).toBeUndefined();
+    expect(protection.acquire('normal')).toBeUndefined();
+    expect(shed).toEqual(['normal', 'normal']);
+    expect(protection.pool()!.waiting).toBe(2);
+    void a;
+    void c;
+  });
+
+  it("sheds by the event loop's delay: sheddable above the threshold, normal above twice it, high above four times it; critical never", () => {
+    const { protection } = fixed(100, { maxEventLoopDelayMs: 50 });
+    const admits = () =>
+      (['critical', 'high', 'normal', 'sheddable'] as const).map((p) => {
+        const t = protection.acquire(p) as Ticket | undefined;
+        t?.drop();
+        return t !== undefined;
+      });
+    protection.update(50);
+    expect(admits()).toEqual([true, true, true, true]);
+    protection.update(60);
+    expect(admits()).toEqual([true, true, true, false]);
+    protection.update(120);
+    expect(admits()).toEqual([true, true, false, false]);
+    protection.update(250);
+    expect(admits()).toEqual([true, false, false, false]);
+    protection.update(10);
+    expect(admits()).toEqual([true, true, true, true]);
+  });
+
+  it('lets go of a call still counted after leaseMs', () => {
+    const { protection, clock } = fixed(1, { leaseMs: 1000 });
+    admitted(protection.acquire('normal'));
+    expect(protection.acquire('normal')).toBeUndefined();
+    clock.advance(999);
+    protection.update();
+    expect(protection.pool()!.inFlightTotal).toBe(1);
+    clock.advance(1);
+    protection.update();
+    expect(protection.pool()!.inFlightTotal).toBe(0);
+    admitted(protection.acquire('normal'));
+  });
+
+  it('reports one start and one stop per shedding episode, the stop after 2 s without a shed call', () => {
+    const { protection, clock, episodes } = fixed(1);
+    const t = admitted(protection.acquire('normal'));
+    for (let i = 0; i < 5; i++) {
+      expect(protection.acquire('sheddable')).toBeUndefined();
+      clock.advance(100);
+      protection.update();
+    }
+    expect(protection.acquire('normal')).toBeUndefined();
+    t.end();
+    clock.advance(1999);
+    protection.update();
+    expect(episodes.map((e) => e.started)).toEqual([true]);
+    clock.advance(1);
+    protection.update();
+    clock.advance(5000);
+    protection.update();
+    expect(episodes).toEqual([
+      {
+        started: true,
+        episode: {
+          limit: 1,
+          inFlight: 1,
+          pools: ['process'],
+          shed: { critical: 0, high: 0, normal: 0, sheddable: 1 },
+        },
+      },
+      {
+        started: false,
+        episode: {
+          limit: 1,
+          inFlight: 0,
+          pools: ['process'],
+          shed: { critical: 0, high: 0, normal: 1, sheddable: 5 },
+          durationMs: 500,
+        },
+      },
+    ]);
+  });
+
+  it('counts a named pool apart from the process pool', () => {
+    const clock = new SteppedClock();
+    const protection = new OverloadProtection(
+      overloadSettings({
+        minLimit: 1,
+        initialLimit: 1,
+        pools: { db: { minLimit: 2, maxLimit: 2 } },
+      })!,
+      {},
+      clock,
+    );
+    admitted(protection.acquire('normal'));
+    expect(protection.acquire('normal')).toBeUndefined();
+    admitted(protection.acquire('normal', 'db'));
+    admitted(protection.acquire('normal', 'db'));
+    expect(protection.acquire('normal', 'db')).toBeUndefined();
+  });
+});

@@ -1,0 +1,108 @@
+/**
+ * The adaptive concurrency limit (Gradient2 over sample windows) on synthetic series: each
+ * window is fed its latencies and in-flight counts, then closed; no clock, no timer.
+ */
+import { describe, expect, it } from '@jest/globals';
+import { Gradient2Limit } from '../../lib/core/overload/gradient.js';
+import { overloadSettings } from '../../lib/core/overload/options.js';
+import type { OverloadOptions } from '../../lib/index.js';
+
+function limiter(options: OverloadOptions = {}): Gradient2Limit {
+  return new Gradient2Limit(overloadSettings(options)!.pool);
+}
+
+/** Closes `windows` windows of 20 calls each at `rttMs`, the limit full; the limits after each. */
+function run(g: Gradient2Limit, windows: number, rttMs: number, delayMs?: number): number[] {
+  const limits: number[] = [];
+  for (let w = 0; w < windows; w++) {
+    for (let i = 0; i < 20; i++) g.sample(rttMs, g.limit);
+    limits.push(g.update(delayMs));
+  }
+  return limits;
+}
+
+describe('Gradient2Limit', () => {
+  it('lowers the limit while latency rises above the tolerance, window after window', () => {
+    const g = limiter({ initialLimit: 100, maxLimit: 100 });
+    expect(run(g, 50, 10).at(-1)).toBe(100);
+    const rising = run(g, 10, 40);
+    expect(rising[0]).toBe(92);
+    for (let i = 1; i < rising.length; i++) expect(rising[i]!).toBeLessThan(rising[i - 1]!);
+    expect(rising.at(-1)).toBe(45);
+  });
+
+  it('raises it again once latency is back, to the ceiling', () => {
+    const g = limiter({ initialLimit: 100, maxLimit: 100 });
+    run(g, 50, 10);
+    const low = run(g, 20, 40).at(-1)!;
+    expect(low).toBeLessThan(30);
+    const recovering = run(g, 100, 10);
+    for (let i = 1; i < recovering.length; i++)
+      expect(recovering[i]!).toBeGreaterThanOrEqual(recovering[i - 1]!);
+    // 100 windows of 100 ms: back within 10 s.
+    expect(recovering.at(-1)).toBe(100);
+    expect(recovering.findIndex((l) => l === 100)).toBeLessThan(60);
+  });
+
+  it('holds the floor however high latency goes, and the ceiling however long it stays low', () => {
+    const g = limiter({ initialLimit: 50, minLimit: 8, maxLimit: 64 });
+    run(g, 20, 10);
+    const high = run(g, 200, 10_000);
+    expect(Math.min(...high)).toBe(8);
+    expect(high.at(-1)).toBe(8);
+    const low = run(g, 2000, 1);
+    expect(Math.max(...low)).toBe(64);
+    expect(low.at(-1)).toBe(64);
+  });
+
+  it('does not oscillate on a steady load: the limit settles and stays', () => {
+    const g = limiter({ initialLimit: 20 });
+    const limits: number[] = [];
+    // 30 calls in flight at 10 ms, whatever the limit: it grows until 30 fill less than half.
+    for (let w = 0; w < 1000; w++) {
+      for (let i = 0; i < 20; i++) g.sample(10, 30);
+      limits.push(g.update());
+    }
+    const settled = limits.slice(100);
+    expect(new Set(settled)).toEqual(new Set([61]));
+    for (let i = 1; i < 100; i++) expect(limits[i]!).toBeGreaterThanOrEqual(limits[i - 1]!);
+  });
+
+  it('keeps the limit where latency grows with concurrency past a capacity (a queue)', () => {
+    const g = limiter({ initialLimit: 20 });
+    const limits: number[] = [];
+    for (let w = 0; w < 600; w++) {
+      const inFlight = g.limit;
+      // 50 calls at once cost 10 ms each; more wait their turn.
+      for (let i = 0; i < 20; i++) g.sample(10 * Math.max(1, inFlight / 50), inFlight);
+      limits.push(g.update());
+    }
+    const last = limits.slice(-300);
+    // Within 1.5 to 2 times the capacity (Gradient2's tolerance plus its headroom), with no
+    // swing: over the last 30 s of windows it only creeps, by at most 1 per window and 10 in all.
+    expect(Math.min(...last)).toBeGreaterThanOrEqual(75);
+    expect(Math.max(...last)).toBeLessThanOrEqual(100);
+    expect(Math.max(...last) - Math.min(...last)).toBeLessThanOrEqual(10);
+    for (let i = 1; i < last.length; i++)
+      expect(Math.abs(last[i]! - last[i - 1]!)).toBeLessThanOrEqual(1);
+  });
+
+  it('lowers the limit by eventLoopBackoff per window while the event loop is late, to the floor', () => {
+    const g = limiter({ initialLimit: 100, maxLimit: 100, minLimit: 10 });
+    run(g, 20, 10);
+    expect(run(g, 3, 10, 49)).toEqual([100, 100, 100]);
+    expect(run(g, 3, 10, 51)).toEqual([90, 81, 72]);
+    expect(run(g, 40, 10, 500).at(-1)).toBe(10);
+    // Not watched: no delay lowers it.
+    const unwatched = limiter({ initialLimit: 100, maxLimit: 100, maxEventLoopDelayMs: false });
+    expect(run(unwatched, 3, 10, 10_000)).toEqual([100, 100, 100]);
+  });
+
+  it('keeps the limit when the load fills less than half of it (the app, not the limit, bounds it)', () => {
+    const g = limiter({ initialLimit: 100, maxLimit: 200 });
+    for (let w = 0; w < 20; w++) {
+      for (let i = 0; i < 20; i++) g.sample(w < 10 ? 10 : 100, 40);
+      expect(g.update()).toBe(100);
+    }
+  });
+});
