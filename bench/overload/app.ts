@@ -141,20 +141,17 @@ function variantModule(variant: string, work: Work): ModuleMetadata {
 }
 
 /**
- * The adaptive limit and the requests in flight, from the module's metrics (prom-client's
- * global registry): the gauges whose names say overload and limit, or in flight.
+ * The adaptive limit and the calls in flight (all priorities), from the module's metrics
+ * (`rate_limit_overload_limit`, `rate_limit_overload_in_flight`) in prom-client's global
+ * registry: one pool, the process's.
  */
 async function overloadGauges(): Promise<Pick<Sample, 'limit' | 'inFlight'>> {
   const { register } = (await import('prom-client')).default;
-  const metrics = await register.getMetricsAsJSON();
-  const value = (test: (name: string) => boolean) => {
-    const metric = metrics.find((m) => m.name.includes('overload') && test(m.name));
-    return metric?.values[0]?.value;
-  };
-  return {
-    limit: value((n) => n.endsWith('limit')),
-    inFlight: value((n) => n.includes('in_flight')),
-  };
+  const values = async (name: string) =>
+    ((await register.getSingleMetric(name)?.get())?.values ?? []).map((v) => v.value);
+  const [limit] = await values('rate_limit_overload_limit');
+  const inFlight = (await values('rate_limit_overload_in_flight')).reduce((a, b) => a + b, 0);
+  return { limit, inFlight };
 }
 
 async function main(): Promise<void> {
