@@ -3,7 +3,9 @@
  * bench/results/<date>.json with the machine facts, and its chart beside it
  * (bench/results/<date>.svg, see chart.ts). See bench/README.md.
  *
- *   BENCH_PARTS=http,store,scripts,memory,hotkey,graphql   which parts (default: all)
+ *   BENCH_PARTS=http,store,scripts,memory,hotkey,graphql   which parts (default: these; `overload`,
+ *                       issue 36's overload protection, only when named: BENCH_OVERLOAD_*, see
+ *                       overload/options.ts)
  *   BENCH_ROUNDS=3      interleaved rounds per part (medians are reported)
  *   BENCH_DURATION=4    seconds per HTTP variant per round
  *   BENCH_CONNECTIONS=64  autocannon connections
@@ -20,6 +22,8 @@ import { prepareBaseline, type Baseline } from './baseline.js';
 import { writeChart } from './chart.js';
 import { runGraphQLBench } from './graphql/analysis.js';
 import { runHttpBench } from './http/index.js';
+import { runOverloadBench } from './overload/index.js';
+import { overloadOptions } from './overload/options.js';
 import { BUSY, contenders, newClient } from './redis/contenders.js';
 import { runHotKeyBench } from './redis/hotkey.js';
 import { runMemoryBench } from './redis/memory.js';
@@ -119,6 +123,9 @@ try {
   }
   if (parts.has('graphql')) {
     results.graphql = await runGraphQLBench({ rounds, operations: 3000, log });
+  }
+  if (parts.has('overload')) {
+    results.overload = await runOverloadBench(overloadOptions(env, log, base));
   }
   const seconds = (Date.now() - began) / 1000;
   results.seconds = seconds;

@@ -3,7 +3,6 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { freePort } from '../support.js';
-import type { HttpPlatform } from './index.js';
 
 const APP = fileURLToPath(new URL('./app.js', import.meta.url));
 // Apps boot side by side (eight at a time on two cores): on a busy machine that takes a while.
@@ -26,24 +25,37 @@ export interface App {
   /** CPU time the app has used so far, in µs (NaN where /proc is missing). */
   cpuUs(): number;
   url: string;
+  /** The app's process: its IPC channel answers what the app offers (the overload part's samples). */
+  child: ChildProcess;
   /** Throws, with the app's output, when it has died. */
   assertAlive(): void;
   stop(): Promise<void>;
 }
 
+/** Another benchmark's app, started the same way (the overload part's, bench/overload/app.ts). */
+export interface AppScript {
+  /** The compiled app, run with `<platform> <variant> <port> <redisUrl> ...args`. */
+  path: string;
+  args?: readonly string[];
+  /** The path {@link App.url} names. Default `/hi`. */
+  urlPath?: string;
+}
+
 /**
  * Starts one app and waits until it listens. `packageEntry`: the built package it loads
- * instead of the current one (an `@base` twin's, see baseline.ts).
+ * instead of the current one (an `@base` twin's, see baseline.ts). `script`: another app than
+ * this part's.
  */
 export async function startApp(
-  platform: HttpPlatform,
+  platform: string,
   variant: string,
   redisUrl: string,
   packageEntry?: string,
+  script: AppScript = { path: APP },
 ): Promise<App> {
   for (let attempt = 1; ; attempt++) {
     try {
-      return await startOnce(platform, variant, redisUrl, packageEntry);
+      return await startOnce(platform, variant, redisUrl, packageEntry, script);
     } catch (error) {
       // The free port was taken before the app listened (another process's connection, on a
       // busy machine): another port.
@@ -54,14 +66,16 @@ export async function startApp(
 }
 
 async function startOnce(
-  platform: HttpPlatform,
+  platform: string,
   variant: string,
   redisUrl: string,
   packageEntry: string | undefined,
+  script: AppScript,
 ): Promise<App> {
   const port = await freePort();
   // The IPC channel lets the app notice when this process dies without stopping it.
-  const child = spawn(process.execPath, [APP, platform, variant, String(port), redisUrl], {
+  const args = [script.path, platform, variant, String(port), redisUrl, ...(script.args ?? [])];
+  const child = spawn(process.execPath, args, {
     stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
     env: packageEntry ? { ...process.env, BENCH_NRL_ENTRY: packageEntry } : process.env,
   });
@@ -75,7 +89,8 @@ async function startOnce(
   const app: App = {
     variant,
     cpuUs: () => processCpuUs(child.pid),
-    url: `http://127.0.0.1:${port}/hi`,
+    url: `http://127.0.0.1:${port}${script.urlPath ?? '/hi'}`,
+    child,
     assertAlive() {
       if (dead())
         throw new Error(
