@@ -9,9 +9,9 @@ import type { StageServices } from '../services.js';
 /**
  * The enforce stage: one store call for the step's entries, all-or-nothing. Consumes, or on
  * a route that counts by outcome (`count`) spends, so that what the response later shows
- * should not have counted can be given back (`settle`); which one is chosen here, once per
- * route. Leaves the store's decision (or its failure) to the store-failure and shape stages;
- * an observed request takes the same path and only fills `trace`.
+ * should not have counted can be given back (`settle`). Leaves the store's decision (or its
+ * failure) to the store-failure and shape stages; an observed request takes the same path
+ * and only fills `trace`.
  */
 export function enforceStage(step: StepSpec, services: StageServices): StageRun | undefined {
   if (step.route.enforced.length === 0) return undefined;
@@ -23,26 +23,23 @@ export function enforceStage(step: StepSpec, services: StageServices): StageRun 
     if (entries.length === 0) return next(state);
     const trace = state.trace;
     const started = trace ? performance.now() : 0;
+    const answered = (decision: Decision): Answer => {
+      insurance.storeAnswered();
+      if (trace) traceAnswer(trace, entries, decision, started);
+      state.decision = decision;
+      return next(state);
+    };
     const failed = (error: unknown): Answer => {
       if (trace) traceFailure(trace, entries, error, started);
       state.failed = true;
       state.error = error;
       return next(state);
     };
-    if (spends) {
-      return limiter.spend(entries).then((spent) => {
-        state.spending = spent.spending;
-        return answered(spent.decision);
-      }, failed);
-    }
-    return limiter.consumeEach(entries).then(answered, failed);
-
-    function answered(decision: Decision): Answer {
-      insurance.storeAnswered();
-      if (trace) traceAnswer(trace, entries, decision, started);
-      state.decision = decision;
-      return next(state);
-    }
+    if (!spends) return limiter.consumeEach(entries).then(answered, failed);
+    return limiter.spend(entries).then((spent) => {
+      state.spending = spent.spending;
+      return answered(spent.decision);
+    }, failed);
   };
 }
 
