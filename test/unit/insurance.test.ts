@@ -2,7 +2,7 @@ import { describe, expect, it } from '@jest/globals';
 import { definePolicy } from '../../lib/core/limiter.js';
 import { RateLimitEvents } from '../../lib/nest/observability/events.js';
 import { Insurance } from '../../lib/nest/pipeline/stages/insurance.js';
-import type { Entry } from '../../lib/nest/pipeline/stages/entries.js';
+import type { Entry } from '../../lib/nest/pipeline/entry-resolver.js';
 
 describe('Insurance limits', () => {
   const events = new RateLimitEvents({ warn: () => undefined } as never);

@@ -1,6 +1,6 @@
 /**
- * The request pipeline compiled per route (DESIGN §12, issue 21): each route's plan lists the
- * stages it runs; observation (`onDecision`, metrics, a span) wraps them and no longer takes
+ * The request pipeline compiled per route (DESIGN §12, issues 21 and 35): each route's plan
+ * holds the stages it runs, and runs exactly those; observation (`onDecision`, metrics, a span) wraps them and no longer takes
  * a request off the fast path (an observed request makes no more promises than an unobserved
  * one but the one that reports it; before, observing sent every request down the general
  * path, with async functions and several more promises per request); and a module has one
@@ -20,6 +20,8 @@ import {
 import { ExecutionContextHost } from '@nestjs/core/helpers/execution-context-host.js';
 import { Test } from '@nestjs/testing';
 import {
+  definePolicy,
+  MemoryStore,
   RateLimit,
   RateLimitGuard,
   RateLimitModule,
@@ -27,7 +29,10 @@ import {
   type RateLimitModuleOptions,
   type RateLimitStore,
   type RequestOutcome,
+  type StoreOutcome,
+  type StorePolicy,
 } from '../../lib/index.js';
+import type { CompiledStep } from '../../lib/nest/pipeline/call.js';
 import { RoutePlanner } from '../../lib/nest/plan/planner.js';
 import { RateLimitEvents } from '../../lib/nest/observability/events.js';
 import { RateLimitService, keys } from '../../lib/index.js';
@@ -67,16 +72,11 @@ async function guardOf(options: RateLimitModuleOptions) {
   return { moduleRef, guard: moduleRef.get(RateLimitGuard), planner: moduleRef.get(RoutePlanner) };
 }
 
-/** The stages of a route with fixed policies, as a call meets them. */
-const STEP = [
-  'gate',
-  'identify',
-  'entries',
-  'enforce',
-  'store-failure',
-  'shape',
-  'deliver',
-] as const;
+/** The stages of a route with fixed policies, as its plan runs them (after gate and identify). */
+const STEP = ['entries', 'enforce', 'store-failure', 'shape'] as const;
+
+/** The names of the stages a compiled step runs, in order. */
+const namesOf = (step: CompiledStep | undefined) => step?.stages.map((s) => s.name);
 
 /** An HTTP call of a handler of `ItemsController` from one address. */
 function callOf(handler: () => string = ItemsController.prototype.items): ExecutionContextHost {
@@ -87,20 +87,25 @@ function callOf(handler: () => string = ItemsController.prototype.items): Execut
   return ctx;
 }
 
-/** Promises created while the guard decides one call, the call's own awaits included. */
-async function promisesPerCall(guard: RateLimitGuard): Promise<number> {
+/** Promises created while `run` runs once (warmed first), its own awaits included. */
+async function promisesOf(run: () => Promise<unknown>): Promise<number> {
+  await run();
   let created = 0;
   const hook = createHook({
     init(_id, type) {
       if (type === 'PROMISE') created++;
     },
   });
-  // Warm: the first call compiles nothing (bootstrap did), but loads lazily what it needs.
-  await guard.canActivate(callOf());
   hook.enable();
-  await guard.canActivate(callOf());
+  await run();
   hook.disable();
   return created;
+}
+
+/** Promises created while the guard decides one call, the call's own awaits included. */
+function promisesPerCall(guard: RateLimitGuard): Promise<number> {
+  // Warm: the first call compiles nothing (bootstrap did), but loads lazily what it needs.
+  return promisesOf(() => guard.canActivate(callOf()));
 }
 
 describe('observation stays on the fast path', () => {
@@ -117,9 +122,9 @@ describe('observation stays on the fast path', () => {
   });
 
   it('the observed plan runs the same stages, with observation around them', () => {
-    const stagesOf = (p: RoutePlanner) => p.planOf(callOf()).stages;
+    const stagesOf = (p: RoutePlanner) => namesOf(p.planOf(callOf()));
     expect(stagesOf(plain.planner)).toEqual(STEP);
-    expect(stagesOf(observed.planner)).toEqual(['observe', ...stagesOf(plain.planner)]);
+    expect(stagesOf(observed.planner)).toEqual(['observe', ...STEP]);
   });
 
   it('an observed request makes at most one more promise than an unobserved one, and is reported', async () => {
@@ -139,6 +144,44 @@ describe('observation stays on the fast path', () => {
   });
 });
 
+/** A memory store that counts its `consume` calls: one per decision is the invariant. */
+class CountingStore extends MemoryStore {
+  consumed = 0;
+  override consume(policies: readonly StorePolicy[]): Promise<StoreOutcome[]> {
+    this.consumed++;
+    return super.consume(policies);
+  }
+}
+
+describe('the fast path, as its plan holds it', () => {
+  let app: Awaited<ReturnType<typeof guardOf>>;
+  const store = new CountingStore({ sweepIntervalMs: 0 });
+  beforeAll(async () => {
+    app = await guardOf({ store });
+  });
+  afterAll(() => app?.moduleRef.close());
+
+  it('a route with fixed policies runs no async function, and makes one store call', async () => {
+    const plan = app.planner.planOf(callOf());
+    expect(namesOf(plan)).toEqual(STEP);
+    // An async function is an AsyncFunction: every stage on this path is a plain one.
+    expect(plan.stages.map((s) => s.run.constructor.name)).toEqual(STEP.map(() => 'Function'));
+    const before = store.consumed;
+    await expect(app.guard.canActivate(callOf())).resolves.toBe(true);
+    expect(store.consumed - before).toBe(1);
+  });
+
+  it('the guard makes three promises over those of the store call: its own two, and the one that reads the answer', async () => {
+    const policy = definePolicy({ name: 'default', rate: '1000/m' });
+    const entry = { identity: 'ip:192.0.2.8', policy, cost: 1, scope: 'global' };
+    const storeCall = await promisesOf(() => app.planner.limiter.consumeEach([entry]));
+    const guarded = await promisesOf(() => app.guard.canActivate(callOf()));
+    // Before the plans were compiled into stages, the same: an async function on this path
+    // would add at least one (its own promise), and a microtask turn per await.
+    expect(guarded - storeCall).toBe(3);
+  });
+});
+
 describe('the stages of a plan are chosen per route', () => {
   let app: Awaited<ReturnType<typeof guardOf>>;
   beforeAll(async () => {
@@ -147,17 +190,19 @@ describe('the stages of a plan are chosen per route', () => {
   afterAll(() => app?.moduleRef.close());
 
   it('a shadow policy adds the shadow stage, after the enforced decision is shaped', () => {
-    expect(app.planner.planOf(callOf(ItemsController.prototype.search)).stages).toEqual([
-      ...STEP.slice(0, 6),
+    expect(namesOf(app.planner.planOf(callOf(ItemsController.prototype.search)))).toEqual([
+      ...STEP,
       'shadow',
-      'deliver',
     ]);
   });
 
   it('a route with guards of its own defers its per-user policy behind them', () => {
     const plan = app.planner.planOf(callOf(ItemsController.prototype.mine));
-    // The user step after the route's guards runs every stage but the gate again.
-    expect(plan.stages).toEqual([...STEP, 'defer', ...STEP.slice(1)]);
+    // Defer runs around the first step; then the address budgets, before the route's guards,
+    // and the user step after them run their own stages.
+    expect(namesOf(plan)).toEqual(['defer', ...STEP]);
+    expect(namesOf(plan.deferred?.address)).toEqual(STEP);
+    expect(namesOf(plan.deferred?.user)).toEqual(STEP);
     expect(plan.route.enforced.map((r) => r.name)).toEqual(['address']);
     expect(plan.route.afterGuards?.enforced.map((r) => r.name)).toEqual(['user']);
     expect(plan.deferred).toBeDefined();
@@ -167,7 +212,7 @@ describe('the stages of a plan are chosen per route', () => {
     const events = app.moduleRef.get(RateLimitEvents);
     expect(events).toBeInstanceOf(RateLimitEvents);
     expect(app.planner.events).toBe(events);
-    expect(app.planner.engine.events).toBe(events);
+    expect(app.planner.services.events).toBe(events);
     expect(app.moduleRef.get(RateLimitService)).toBeInstanceOf(RateLimitService);
   });
 });
@@ -189,8 +234,9 @@ class RecordingGuard extends RateLimitGuard {
       body: refusal.body,
       problem: refusal.problem,
       status: refusal.status,
-      // The module's options, as a subclass reached them before the pipeline.
-      prefix: this.runtime.options.prefix,
+      // The module's options, as a subclass reached them before the pipeline (`runtime`,
+      // deprecated: the same object as `planner`).
+      prefix: this.runtime === this.planner ? this.planner.options.prefix : 'not the planner',
       ...(refusal.status === 503 && { headers: { ...outcome.headers } }),
     });
     // A refuse of your own may add a header of its own.

@@ -202,11 +202,7 @@ export class OperationCosts {
     const request = graphqlTransport.request(ctx, events);
     const passes = await this.gate.passes(request, () => askSkip(options, events, ctx));
     if (!passes) return NO_LIMIT;
-    const outcome = await plan.decide(
-      ctx,
-      identitiesOf(ctx, request, plan.name, options, events),
-      undefined,
-    );
+    const outcome = await plan.decide(ctx, identitiesOf(ctx, request, plan.name, options, events));
     graphqlTransport.setHeaders(ctx, outcome.headers, outcome);
     return outcome;
   }

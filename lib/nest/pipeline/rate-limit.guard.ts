@@ -7,7 +7,6 @@ import { adapterOf, transportOf } from '../transports/registry.js';
 import type { Transport } from '../transports/transport.js';
 import { RATE_LIMIT_GUARD } from './stages/after-route-guards.js';
 import type { Call } from './call.js';
-import { deferToRouteGuards } from './stages/defer.js';
 import { deliver } from './stages/deliver.js';
 import { askSkip, Gate } from './stages/gate.js';
 import { identitiesOf } from './stages/identify.js';
@@ -34,9 +33,8 @@ const ADMIT = Promise.resolve(true);
 
 /**
  * Decides each call of a limited handler against its route's plan (see
- * docs/reference/request-lifecycle.md): gate →
- * identify → the plan's stages (one store call) → deliver, and on routes with guards of their
- * own the deferral. Stores the outcome on the call's carrier (the HTTP request), sends the
+ * docs/reference/request-lifecycle.md): gate → identify → the stages of the plan (one store
+ * call; on routes with guards of their own, the deferral) → deliver. Stores the outcome on the call's carrier (the HTTP request), sends the
  * rate-limit headers, and refuses through the call's transport: on HTTP with 429 (or 503 for
  * a fail-closed route whose store is down). Registered globally by `RateLimitModule`; with
  * `global: false`, use `@UseGuards(RateLimitGuard)`. A call guarded twice is counted once.
@@ -44,18 +42,27 @@ const ADMIT = Promise.resolve(true);
  * no context gets a TypeError from the guard.
  *
  * Extension points for subclasses: {@link RateLimitGuard.shouldSkip} and
- * {@link RateLimitGuard.refuse}.
+ * {@link RateLimitGuard.refuse}; `this.planner` holds the module's `options`, `limiter` and
+ * `events`.
  */
 @Injectable()
 export class RateLimitGuard implements CanActivate {
   private readonly gate: Gate;
 
   /**
-   * @param runtime the module's route plans, with its `options`, `limiter` and `events`
+   * @param planner the module's route plans, with its `options`, `limiter` and `events`
    *   (for a subclass)
    */
-  constructor(@Inject(RoutePlanner) protected readonly runtime: RoutePlanner) {
-    this.gate = new Gate(runtime.options, runtime.events, runtime.allowList);
+  constructor(@Inject(RoutePlanner) protected readonly planner: RoutePlanner) {
+    this.gate = new Gate(planner.options, planner.events, planner.allowList);
+  }
+
+  /**
+   * The module's route plans, with its `options`, `limiter` and `events`.
+   * @deprecated use {@link RateLimitGuard.planner}, the same object
+   */
+  protected get runtime(): RoutePlanner {
+    return this.planner;
   }
 
   /**
@@ -87,7 +94,7 @@ export class RateLimitGuard implements CanActivate {
       carrier = transport.carrier(ctx);
       if (carrier === undefined) return ADMIT;
       stored = storedDecision(carrier);
-      if (stored === undefined) request = transport.request(ctx, this.runtime.events);
+      if (stored === undefined) request = transport.request(ctx, this.planner.events);
     } catch (error) {
       return Promise.resolve(this.unreadable(ctx, error));
     }
@@ -139,7 +146,7 @@ export class RateLimitGuard implements CanActivate {
 
   /** The deliver stage, then the response's end watched for `count`. */
   private answer(ctx: ExecutionContext, transport: Transport, outcome: RequestOutcome): true {
-    deliver(ctx, transport, outcome, this.runtime.events, this.refuser);
+    deliver(ctx, transport, outcome, this.planner.events, this.refuser);
     if (outcome.settle) transport.onSent?.(ctx, outcome.settle);
     return true;
   }
@@ -150,7 +157,7 @@ export class RateLimitGuard implements CanActivate {
 
   /** A transport that cannot read this context leaves it unlimited rather than fail it. */
   private unreadable(ctx: ExecutionContext, error: unknown): boolean {
-    this.runtime.events.configError(`transport ${ctx.getType()}`, error);
+    this.planner.events.configError(`transport ${ctx.getType()}`, error);
     return true;
   }
 
@@ -179,34 +186,28 @@ export class RateLimitGuard implements CanActivate {
     );
   }
 
-  /** The stages after the gate: identify, the plan's step, and the deferral if any. */
+  /**
+   * The identify stage, then the stages of the call's plan, as compiled for its route (see
+   * `plan/compile.ts`): one function the guard calls, whatever they are.
+   */
   private run(
     ctx: ExecutionContext,
     transport: Transport,
     request: RequestLike | undefined,
     carrier: object,
   ): Promise<RequestOutcome> {
-    let call: Call;
-    let first: Promise<RequestOutcome>;
+    let decided: Promise<RequestOutcome>;
     try {
-      const plan = this.runtime.planOf(ctx);
+      const plan = this.planner.planOf(ctx);
       if (!plan.limited) return NOTHING_TO_DECIDE;
-      call = { ctx, transport, carrier, request, plan };
-      const { options, events } = this.runtime;
-      first = plan.decide(ctx, identitiesOf(ctx, request, plan.name, options, events), undefined);
+      const { options, events } = this.planner;
+      const identities = identitiesOf(ctx, request, plan.name, options, events);
+      const call: Call = { ctx, transport, carrier, request, plan, refuse: this.refuser };
+      decided = plan.decide(ctx, identities, call);
     } catch (error) {
       return this.undecided(transport, error);
     }
-    // No async function on this path: each would add promises and microtask turns.
-    return first.then(
-      (outcome) => {
-        if (!outcome.allowed || call.plan.deferred === undefined) return outcome;
-        return deferToRouteGuards(this.runtime.engine, call, outcome, this.refuser).catch(
-          (error: unknown) => this.undecided(transport, error),
-        );
-      },
-      (error: unknown) => this.undecided(transport, error),
-    );
+    return decided.catch((error: unknown) => this.undecided(transport, error));
   }
 
   /**
@@ -215,7 +216,7 @@ export class RateLimitGuard implements CanActivate {
    */
   private undecided(transport: Transport, error: unknown): Promise<RequestOutcome> {
     if (error instanceof RateLimitConfigError) return Promise.reject(error);
-    this.runtime.events.configError(`transport ${transport.type}`, error);
+    this.planner.events.configError(`transport ${transport.type}`, error);
     return Promise.resolve(NO_LIMIT);
   }
 
@@ -238,7 +239,7 @@ export class RateLimitGuard implements CanActivate {
    * throws skips nothing (and is logged), so a bug there never opens the API.
    */
   protected shouldSkip(ctx: ExecutionContext): boolean | Promise<boolean> {
-    return askSkip(this.runtime.options, this.runtime.events, ctx);
+    return askSkip(this.planner.options, this.planner.events, ctx);
   }
 
   /**

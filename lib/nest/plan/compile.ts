@@ -1,92 +1,121 @@
 import { keys } from '../declare/keys.js';
-import type { Decide, RoutePlan } from '../pipeline/call.js';
-import type { Engine } from '../pipeline/engine.js';
-import { enforceFixed } from '../pipeline/stages/enforce.js';
-import type { IdentityOf } from '../pipeline/stages/identify.js';
-import { observed } from '../pipeline/stages/observe.js';
+import type {
+  CompiledStep,
+  Decide,
+  Deferred,
+  Next,
+  RoutePlan,
+  Stage,
+  StageRun,
+  StepSpec,
+  StepState,
+} from '../pipeline/call.js';
 import { NO_LIMIT, type RequestOutcome } from '../pipeline/outcome.js';
-import { decideInStages } from '../pipeline/stages/step.js';
+import type { StageServices } from '../pipeline/services.js';
+import { deferStage } from '../pipeline/stages/defer.js';
+import { enforceStage } from '../pipeline/stages/enforce.js';
+import { entriesStage } from '../pipeline/stages/entries.js';
+import { observeStage } from '../pipeline/stages/observe.js';
+import { shadowStage } from '../pipeline/stages/shadow.js';
+import { shapeStage } from '../pipeline/stages/shape.js';
+import { storeFailureStage } from '../pipeline/stages/store-failure.js';
 import type { Route } from './rules.js';
 
-const ADMITTED: Promise<RequestOutcome> = Promise.resolve(NO_LIMIT);
-const NOTHING: Decide = () => ADMITTED;
+/**
+ * What a stage runs for one step of a route, built once when the route's plan is compiled;
+ * undefined when the step has no use for the stage, which is then not on its path at all.
+ */
+export type StageOf = (step: StepSpec, services: StageServices) => StageRun | undefined;
 
 /**
- * Compiles a route's plan: for each step, the stages it runs and what they answer without
- * the store, chosen once, here, and not on every request (the stages are drawn in
- * docs/reference/request-lifecycle.md).
+ * Every stage a step may run, in the order a call meets them (the guard runs gate and
+ * identify before, deliver after: see docs/reference/request-lifecycle.md). A stage is added
+ * here: its name and what builds it. Each step of each route runs only the stages built for
+ * it, so a route with fixed policies runs entries → enforce → store-failure → shape: one
+ * store call, no async function. A stage runs before `next`, after it, or around it
+ * (observe, defer), and may answer without calling it (the rest then does not run).
  */
-export function compile(route: Route, engine: Engine): RoutePlan {
-  const { decide, stages } = compileStep(route, engine);
+export const STAGES: readonly (readonly [name: string, build: StageOf])[] = [
+  ['defer', deferStage],
+  ['observe', observeStage],
+  ['entries', entriesStage],
+  ['enforce', enforceStage],
+  // In place of shape, and of every stage after it, when the store did not answer.
+  ['store-failure', storeFailureStage],
+  ['shape', shapeStage],
+  ['shadow', shadowStage],
+];
+
+const ADMITTED: Promise<RequestOutcome> = Promise.resolve(NO_LIMIT);
+const NOTHING: CompiledStep = { stages: [], decide: () => ADMITTED };
+
+/** The end of every step: what the stages answered. */
+const answered: Next = (state) => state.outcome;
+
+/**
+ * Compiles a route's plan: for each step, the stages it runs, chosen once, here, and not on
+ * every request.
+ */
+export function compile(route: Route, services: StageServices): RoutePlan {
   const later = route.afterGuards;
-  if (later === undefined) {
-    return { name: route.name, route, stages, decide, limited: decide !== NOTHING };
-  }
-  const user = compileStep(later, engine);
-  const refused = later.unauthenticated;
-  const address = refused ? compileAddress(refused, engine) : NOTHING;
+  const deferred: Deferred | undefined = later && {
+    address: compileAddress(later.unauthenticated, services),
+    user: compileStep({ route: later, observed: true, deferred: undefined }, services),
+  };
+  const { stages, decide } = compileStep({ route, observed: true, deferred }, services);
   return {
     name: route.name,
     route,
-    stages: [...stages, 'defer', ...user.stages.filter((s) => s !== 'gate')],
+    stages,
     decide,
-    limited: true,
-    deferred: { address, user: user.decide },
+    limited: stages.length > 0,
+    ...(deferred && { deferred }),
   };
 }
 
-/** The stages of one step of `route`, and their names in order. */
-function compileStep(route: Route, engine: Engine): { decide: Decide; stages: string[] } {
-  if (route.enforced.length === 0 && route.shadowed.length === 0) {
-    return { decide: NOTHING, stages: ['gate'] };
+/** The stages of one step, chained: each stage's `next` is the one after it. */
+function compileStep(step: StepSpec, services: StageServices): CompiledStep {
+  const stages: Stage[] = [];
+  for (const [name, build] of STAGES) {
+    const run = build(step, services);
+    if (run !== undefined) stages.push({ name, run });
   }
-  // Chosen once per route: a fail-closed route's 503, or admission.
-  const failure = failureOf(route, engine);
-  const fast =
-    route.fixed && !route.counting && route.shadowed.length === 0 && route.enforced.length > 0;
-  const decide: Decide = fast
-    ? (ctx, identities, trace) => {
-        const fixed = engine.entries.fixedEntries(route, identities);
-        // An identity still to come (an async key function): the general path awaits it.
-        return fixed === undefined
-          ? decideInStages(engine, ctx, route, identities, trace, failure)
-          : enforceFixed(engine, route, fixed, trace, failure);
-      }
-    : (ctx, identities, trace) => decideInStages(engine, ctx, route, identities, trace, failure);
-  const observing = engine.observer !== undefined || engine.tracing !== undefined;
-  const stages = [
-    'gate',
-    'identify',
-    'entries',
-    'enforce',
-    // In place of `shape` when the store does not answer.
-    'store-failure',
-    'shape',
-    ...(route.shadowed.length > 0 ? ['shadow'] : []),
-    'deliver',
-  ];
-  return {
-    decide: observed(engine, route, decide),
-    stages: observing ? ['observe', ...stages] : stages,
+  if (stages.length === 0) return NOTHING;
+  const first = stages.reduceRight<Next>(
+    (next, { run }) =>
+      (state) =>
+        run(state, next),
+    answered,
+  );
+  const decide: Decide = (ctx, identities, call) => {
+    const state: StepState = {
+      ctx,
+      identities,
+      call,
+      trace: undefined,
+      entries: undefined,
+      decision: undefined,
+      spending: undefined,
+      failed: false,
+      error: undefined,
+      outcome: NO_LIMIT,
+    };
+    const answer = first(state);
+    return answer instanceof Promise ? answer : Promise.resolve(answer);
   };
+  return { stages, decide };
 }
 
 /**
- * The address budgets of requests a route's own guards refuse (see `defer.ts`), spent
+ * The address budgets of requests a route's own guards refuse (see `stages/defer.ts`), spent
  * against the client's address whatever the policies' keys: the user is not known yet.
  * Never observed: the request is observed once, when its user policies are decided.
  */
-function compileAddress(refused: Route, engine: Engine): Decide {
-  if (refused.enforced.length === 0) return NOTHING;
-  const failure = failureOf(refused, engine);
-  return (ctx, identities, trace) => {
-    const address: IdentityOf = () => identities(keys.ip);
-    return decideInStages(engine, ctx, refused, address, trace, failure);
+function compileAddress(refused: Route | undefined, services: StageServices): CompiledStep {
+  if (refused === undefined || refused.enforced.length === 0) return NOTHING;
+  const step = compileStep({ route: refused, observed: false, deferred: undefined }, services);
+  return {
+    stages: step.stages,
+    decide: (ctx, identities) => step.decide(ctx, () => identities(keys.ip)),
   };
-}
-
-/** What a step answers when its store does not: a fail-closed route's 503 (new each time), else admission. */
-function failureOf(route: Route, engine: Engine): () => RequestOutcome {
-  if (!route.enforced.some((r) => r.failClosed)) return () => NO_LIMIT;
-  return () => engine.shape.failure(route.enforced);
 }

@@ -11,11 +11,11 @@ import type { RateLimitMetrics } from '../observability/metrics.js';
 import { DecisionObserver } from '../observability/observer.js';
 import type { DecisionTracing } from '../observability/tracing.js';
 import type { RoutePlan } from '../pipeline/call.js';
-import type { Engine } from '../pipeline/engine.js';
-import { PolicyResolver } from '../pipeline/stages/entries.js';
+import { EntryResolver } from '../pipeline/entry-resolver.js';
 import { Insurance } from '../pipeline/stages/insurance.js';
 import { RequestEnds } from '../end/request-end.js';
-import { Outcomes } from '../pipeline/stages/shape.js';
+import { OutcomeShaper } from '../pipeline/outcome-shaper.js';
+import type { StageServices } from '../pipeline/services.js';
 import { compile } from './compile.js';
 import type { DeclaredPolicy } from '../declare/decorators.js';
 import { RouteTable, type Route, type Target } from './routes.js';
@@ -23,11 +23,11 @@ import { createOverload, type Overload } from '../overload/runtime.js';
 
 /**
  * The plans of every route, compiled once per handler (eagerly at bootstrap, so a
- * misconfiguration fails the start), and the engine their stages share. One per module.
+ * misconfiguration fails the start), and the services their stages share. One per module.
  */
 export class RoutePlanner {
-  /** What the stages share. */
-  readonly engine: Engine;
+  /** What the stages of every plan share. */
+  readonly services: StageServices;
   /** The module's `allowList`, parsed once: clients on it are never limited. */
   readonly allowList: AllowList | undefined;
   /** Overload protection, under the `overload` option only. */
@@ -62,12 +62,12 @@ export class RoutePlanner {
       () => insurance.inForce,
       () => instances.value,
     );
-    this.engine = {
+    this.services = {
       limiter,
       options,
       events,
-      entries: new PolicyResolver(options, events),
-      shape: new Outcomes(options, events),
+      entries: new EntryResolver(options, events),
+      shape: new OutcomeShaper(options, events),
       ends: new RequestEnds(limiter, events),
       insurance,
       observer:
@@ -82,7 +82,7 @@ export class RoutePlanner {
 
   /** The module's limiter: what every stage's store call goes through. */
   get limiter(): RateLimiter {
-    return this.engine.limiter;
+    return this.services.limiter;
   }
 
   /**
@@ -132,7 +132,7 @@ export class RoutePlanner {
    */
   planOfPolicies(name: string, declared: readonly DeclaredPolicy[], spends = false): RoutePlan {
     const route = this.routes.routeOfPolicies(name, declared);
-    return compile(spends ? { ...route, counting: true } : route, this.engine);
+    return compile(spends ? { ...route, counting: true } : route, this.services);
   }
 
   /**
@@ -141,14 +141,14 @@ export class RoutePlanner {
    */
   close(): void {
     this.instances.stop();
-    this.engine.limiter.close();
-    this.engine.insurance.close();
+    this.services.limiter.close();
+    this.services.insurance.close();
   }
 
   private compile(controller: Target, handler: Target): RoutePlan {
     const route = this.routes.routeOf(controller, handler);
-    unsupported(route, this.engine.limiter.store);
-    const plan = compile(route, this.engine);
+    unsupported(route, this.services.limiter.store);
+    const plan = compile(route, this.services);
     let byHandler = this.plans.get(controller);
     if (!byHandler) this.plans.set(controller, (byHandler = new Map()));
     byHandler.set(handler, plan);

@@ -79,7 +79,7 @@ export class ConnectionLimiter {
     if (!(await this.gate.passes(handshake, () => false))) return true;
     const identity = ipIdentity(handshake, this.planner.options);
     // A connection has no execution context: its policy is fixed, so no stage reads one.
-    const outcome = await plan.decide(undefined, () => identity, undefined);
+    const outcome = await plan.decide(undefined, () => identity);
     if (outcome.allowed) return true;
     disconnect(client, wsErrorOf(outcome.refusal!));
     return false;

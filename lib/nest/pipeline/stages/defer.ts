@@ -1,9 +1,10 @@
 import type { ExecutionContext } from '@nestjs/common';
 import { RateLimitConfigError } from '../../../core/errors.js';
 import { decideAfterGuards } from './after-route-guards.js';
-import type { Call } from '../call.js';
+import type { Call, Deferred, StageRun, StepSpec } from '../call.js';
 import { deliver } from './deliver.js';
-import type { Engine } from '../engine.js';
+import type { StageServices } from '../services.js';
+import { andThen } from '../thenable.js';
 import { identitiesOf } from './identify.js';
 import { endSlots, holdSlots } from '../../end/slot-hold.js';
 import { NO_LIMIT, storeOutcome, type RequestOutcome } from '../outcome.js';
@@ -12,40 +13,56 @@ import { NO_LIMIT, storeOutcome, type RequestOutcome } from '../outcome.js';
 const ADMITTED = 200;
 
 /**
- * The deferral stage, on an HTTP route with guards of its own whose policies need the user
- * (see `after-route-guards.ts`): those policies are spent now against the client's address,
- * as a request the guards might refuse; once the guards have admitted it, that is given
- * back and they are decided per user, with headers over every policy of the request.
- *
+ * The defer stage, on an HTTP route with guards of its own whose policies need the user (see
+ * `after-route-guards.ts`), around the rest of the route's first step: once that admitted,
+ * the policies that wait are spent now against the client's address, as a request the guards
+ * might refuse; once the guards have admitted it, that is given back and they are decided
+ * per user, with headers over every policy of the request. Only on such a route's first
+ * step, and only in the guard (a call to hand the later decision to).
+ */
+export function deferStage(step: StepSpec, services: StageServices): StageRun | undefined {
+  const deferred = step.deferred;
+  if (deferred === undefined) return undefined;
+  return (state, next) => {
+    const call = state.call;
+    if (call === undefined) return next(state);
+    return andThen(next(state), (first) =>
+      first.allowed ? deferToRouteGuards(services, call, deferred, first) : first,
+    );
+  };
+}
+
+/**
+ * Spends the address budgets now, and leaves the per-user decision to the guard appended
+ * after the route's own.
  * @param first the outcome of the policies decided before the route's guards
  * @returns the outcome to answer now
  */
-export async function deferToRouteGuards(
-  engine: Engine,
+async function deferToRouteGuards(
+  services: StageServices,
   call: Call,
+  deferred: Deferred,
   first: RequestOutcome,
-  refuse: (ctx: ExecutionContext, outcome: RequestOutcome) => never,
 ): Promise<RequestOutcome> {
   const { ctx, request, plan } = call;
-  const deferred = plan.deferred!;
-  const identities = identitiesOf(ctx, request, plan.name, engine.options, engine.events);
-  const held = await deferred.address(ctx, identities, undefined);
-  if (!held.allowed) return engine.shape.combine(first, held);
+  const identities = identitiesOf(ctx, request, plan.name, services.options, services.events);
+  const held = await deferred.address.decide(ctx, identities);
+  if (!held.allowed) return services.shape.combine(first, held);
   decideAfterGuards(call.carrier, (after) => {
     // The guards admitted it: not a refused request after all.
     held.settle?.(ADMITTED);
-    return decideLater(engine, call, after, first, refuse);
+    return decideLater(services, call, deferred, after, first);
   });
   return first;
 }
 
 /** The per-user policies, decided once the route's own guards have run. */
 async function decideLater(
-  engine: Engine,
+  services: StageServices,
   call: Call,
+  deferred: Deferred,
   ctx: ExecutionContext,
   first: RequestOutcome,
-  refuse: (ctx: ExecutionContext, outcome: RequestOutcome) => never,
 ): Promise<boolean> {
   const { transport, plan, carrier } = call;
   let second = NO_LIMIT;
@@ -55,20 +72,20 @@ async function decideLater(
       ctx,
       transport.request(ctx),
       plan.name,
-      engine.options,
-      engine.events,
+      services.options,
+      services.events,
     );
-    second = await plan.deferred!.user(ctx, identities, undefined);
+    second = await deferred.user.decide(ctx, identities);
   } catch (error) {
     if (error instanceof RateLimitConfigError) throw error;
-    engine.events.configError(`transport ${transport.type}`, error);
+    services.events.configError(`transport ${transport.type}`, error);
   }
-  const outcome = engine.shape.combine(first, second);
+  const outcome = services.shape.combine(first, second);
   if (outcome.allowed && second.settle) transport.onSent?.(ctx, second.settle);
   if (second.release) holdSlots(ctx, transport, carrier, second.release);
   storeOutcome(carrier, outcome);
   // Refused per user: the slots taken before the route's guards go back before the refusal.
   if (!outcome.allowed) await endSlots(carrier);
-  deliver(ctx, transport, outcome, engine.events, refuse);
+  deliver(ctx, transport, outcome, services.events, call.refuse);
   return true;
 }

@@ -2,7 +2,7 @@ import type { Decision, Policy } from '../../../core/model/policy.js';
 import { RateLimiter } from '../../../core/limiter.js';
 import { MemoryStore } from '../../../core/stores/memory/memory-store.js';
 import { RATE_LIMIT_EVENTS, type RateLimitEvents } from '../../observability/events.js';
-import type { Entry } from './entries.js';
+import type { Entry } from '../entry-resolver.js';
 
 /**
  * Insurance limits (`onStoreFailure: 'local'`): while the store fails, this process enforces

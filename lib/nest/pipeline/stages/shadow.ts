@@ -4,7 +4,32 @@ import type { Lease } from '../../../core/algorithms/concurrency.js';
 import type { RateLimiter } from '../../../core/limiter.js';
 import { hashIdentity, type RateLimitEvents } from '../../observability/events.js';
 import type { Trace } from '../../observability/observer.js';
-import type { Entry } from './entries.js';
+import type { StageRun, StepSpec } from '../call.js';
+import type { Entry } from '../entry-resolver.js';
+import type { StageServices } from '../services.js';
+
+/**
+ * The shadow stage, once the enforced policies admitted: shadow policies count only what
+ * those let through, in a call of their own, so a would-be denial never blocks the request.
+ * Their slots are held like enforced ones, so the would-be refusals are real ones. Only on a
+ * step with shadow policies.
+ */
+export function shadowStage(step: StepSpec, services: StageServices): StageRun | undefined {
+  const { route } = step;
+  if (route.shadowed.length === 0) return undefined;
+  const { entries: resolver, limiter, events, ends } = services;
+  return (state, next) => {
+    if (!state.outcome.allowed) return next(state);
+    return resolver
+      .entriesOf(state.ctx, route, route.shadowed, state.identities)
+      .then(({ entries }) => countShadow(limiter, events, entries, route.name, state.trace))
+      .then((leases) => {
+        if (leases)
+          state.outcome = ends.withRelease(state.outcome, ends.releaser(route.name, leases));
+        return next(state);
+      });
+  };
+}
 
 /**
  * Counts shadow policies in a call of their own and logs would-be denials as

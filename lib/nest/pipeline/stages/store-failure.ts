@@ -1,11 +1,30 @@
 import { RateLimitBackendError } from '../../../core/errors.js';
 import type { Route } from '../../plan/rules.js';
-import type { Engine } from '../engine.js';
-import type { Entry } from './entries.js';
-import type { RequestOutcome } from '../outcome.js';
+import type { StageRun, StepSpec } from '../call.js';
+import type { Entry } from '../entry-resolver.js';
+import { NO_LIMIT, type RequestOutcome } from '../outcome.js';
+import type { StageServices } from '../services.js';
 
 /**
- * The on-store-failure stage: the store did not answer for `enforcing` (an error, a timeout,
+ * The store-failure stage, in place of shape (and of every stage after it) when the
+ * enforce stage's store call failed (see {@link storeFailed}). What the route answers without
+ * its store is chosen here, once: a fail-closed route's 503 (new each time: a `refuse` of
+ * your own may add to its headers), else admission.
+ */
+export function storeFailureStage(step: StepSpec, services: StageServices): StageRun | undefined {
+  const { route } = step;
+  if (route.enforced.length === 0) return undefined;
+  const failure = route.enforced.some((r) => r.failClosed)
+    ? () => services.shape.failure(route.enforced)
+    : () => NO_LIMIT;
+  return (state, next) =>
+    state.failed
+      ? storeFailed(services, route, state.entries!.entries, state.error, failure)
+      : next(state);
+}
+
+/**
+ * What the store-failure stage answers when the store did not answer for `enforcing` (an error, a timeout,
  * an open circuit breaker, Redis out of memory or read-only). Logged as
  * `rate_limit.backend_error`; then what this process knows refuses first: a refusal by the
  * store of the same identity and policy whose wait is not over, or whose policy's rate has
@@ -18,17 +37,17 @@ import type { RequestOutcome } from '../outcome.js';
  *   503 each time: a `refuse` of your own may add to its headers)
  */
 export function storeFailed(
-  engine: Engine,
+  services: StageServices,
   route: Route,
   enforcing: readonly Entry[],
   error: unknown,
   failure: () => RequestOutcome,
 ): RequestOutcome | Promise<RequestOutcome> {
-  engine.events.backendError(route.name, error);
+  services.events.backendError(route.name, error);
   const known = error instanceof RateLimitBackendError ? error.refusal : undefined;
   if (known) {
     const refusing = known.indexes.map((i) => enforcing[i]!);
-    return engine.shape.decided(known.decision, refusing, route.name);
+    return services.shape.decided(known.decision, refusing, route.name);
   }
   // Concurrency limits have no insurance: a local slot could not be given back.
   const local = enforcing.filter(
@@ -36,7 +55,7 @@ export function storeFailed(
   );
   const fallback = failure();
   if (local.length === 0 || !fallback.allowed) return fallback;
-  return engine.insurance
+  return services.insurance
     .decide(local, route.name)
-    .then((insured) => engine.shape.decided(insured.decision, insured.local, route.name));
+    .then((insured) => services.shape.decided(insured.decision, insured.local, route.name));
 }
