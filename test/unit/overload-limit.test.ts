@@ -105,4 +105,37 @@ describe('Gradient2Limit', () => {
       expect(g.update()).toBe(100);
     }
   });
+
+  it('returns to initialLimit (the unloaded limit) by halving the gap per quiet window once the load drops', () => {
+    const g = limiter();
+    run(g, 20, 10);
+    // An overload: the event loop late until the floor.
+    expect(run(g, 30, 10, 500).at(-1)).toBe(5);
+    // The load drops: 2 calls in flight at the unloaded latency, under half of the limit.
+    const back: number[] = [];
+    for (let w = 0; w < 6; w++) {
+      for (let i = 0; i < 20; i++) g.sample(10, 2);
+      back.push(g.update(0));
+    }
+    // 5 → 12.5 → 16.25 → 18.1 → 20 (within 1: snapped), then kept.
+    expect(back).toEqual([12, 16, 18, 20, 20, 20]);
+    // A window without a call is quiet too; a limit grown above initialLimit is kept.
+    const grown = limiter({ initialLimit: 20 });
+    for (let w = 0; w < 200; w++) {
+      for (let i = 0; i < 20; i++) grown.sample(10, 30);
+      grown.update();
+    }
+    expect(grown.limit).toBe(61);
+    expect(grown.update()).toBe(61);
+  });
+
+  it('keeps a lowered limit while the quiet load still sees a latency past the tolerance', () => {
+    const g = limiter();
+    run(g, 20, 10);
+    run(g, 30, 10, 500);
+    for (let w = 0; w < 5; w++) {
+      for (let i = 0; i < 20; i++) g.sample(40, 1);
+      expect(g.update(0)).toBe(5);
+    }
+  });
 });

@@ -15,8 +15,12 @@ const WARMUP_WINDOWS = 10;
  *
  * - when `long / short > 2` (latency came back down after a long overload), `long ×= 0.95`,
  *   so the long window forgets the overload;
- * - when the most calls in flight during the window were below `limit / 2`, the limit is
- *   kept: the load, not the limit, bounded concurrency, so latency says nothing about it;
+ * - when no call ended in the window, or the most calls in flight during it were below
+ *   `limit / 2` at a short latency within `rttTolerance × long`, the window is quiet: the
+ *   load, not the limit, bounded concurrency, so latency says nothing about it. A limit an
+ *   overload pushed below `initialLimit` (the unloaded limit) halves its distance to it per
+ *   quiet window; one above it is kept. Below `limit / 2` at a latency past the tolerance, the
+ *   limit is kept;
  * - else `gradient = clamp(rttTolerance × long / short, 0.5, 1)`,
  *   `estimate = limit × gradient + headroom(limit)`,
  *   `limit = clamp(limit × (1 − smoothing) + estimate × smoothing, minLimit, maxLimit)`.
@@ -74,15 +78,32 @@ export class Gradient2Limit {
       if (count > 0) this.learn(sum / count);
       return this.limit;
     }
-    if (count === 0) return this.limit;
+    if (count === 0) return this.rest();
     const short = sum / count;
     this.learn(short);
-    if (maxInFlight < this.estimate / 2) return this.limit;
+    if (maxInFlight < this.estimate / 2) {
+      return short <= s.rttTolerance * this.long ? this.rest() : this.limit;
+    }
     const gradient =
       short > 0 ? Math.max(0.5, Math.min(1, (s.rttTolerance * this.long) / short)) : 1;
     const next = this.estimate * gradient + s.headroom(this.estimate);
     const smoothed = this.estimate * (1 - s.smoothing) + next * s.smoothing;
     this.estimate = Math.max(s.minLimit, Math.min(s.maxLimit, smoothed));
+    return this.limit;
+  }
+
+  /**
+   * A quiet window: no call ended in it, or the load filled less than half of the limit at a
+   * latency within the tolerance. A limit an overload pushed below `initialLimit` (the
+   * unloaded limit) halves its distance to it, snapping to it within 1: from the default
+   * floor (5) to the default 20 in 4 windows. Above `initialLimit` it is kept.
+   */
+  private rest(): number {
+    const { initialLimit } = this.settings;
+    if (this.estimate < initialLimit) {
+      const next = this.estimate + (initialLimit - this.estimate) / 2;
+      this.estimate = initialLimit - next < 1 ? initialLimit : next;
+    }
     return this.limit;
   }
 

@@ -1,0 +1,112 @@
+/**
+ * Overload protection's targets at 2× capacity, proven on a discrete-event simulation of a
+ * server (test/unit/overload-sim.ts): simulated time only, the real `OverloadProtection`
+ * with its defaults (`overload: true`) deciding every call. Each run: 10 s at half the
+ * capacity (unloaded), 10 s at 1×, 2× or 4× it, 10 s at half again (recovery); one call in
+ * five critical, the rest sheddable, evenly spaced.
+ *
+ * The targets (at 2×): critical calls ≥ 99 % answered with a p99 ≤ 3× their unloaded p99;
+ * goodput ≥ 90 % of capacity; the limit back to its unloaded value, and nothing shed, within
+ * 5 s after the load drops; no swing on a steady load. Those not met are `it.failing`, with
+ * the figures, so that the day they hold the suite says so.
+ */
+import { describe, expect, it } from '@jest/globals';
+import { runLoad, type Work } from './overload-sim.js';
+
+const runs = new Map<string, ReturnType<typeof runLoad>>();
+function at(work: Work, load: number) {
+  const key = `${work}×${load}`;
+  let run = runs.get(key);
+  if (run === undefined) runs.set(key, (run = runLoad(work, load)));
+  return run;
+}
+
+describe('overload protection on a simulated server (defaults)', () => {
+  describe.each(['pool', 'cpu'] as const)('%s work', (work) => {
+    it('below capacity (1×) sheds nothing and keeps the unloaded latency', () => {
+      const r = at(work, 1);
+      expect(r.goodputShare).toBeCloseTo(1, 2);
+      expect(r.criticalOk).toBe(1);
+      expect(r.sheddableOk).toBe(1);
+      expect(r.criticalP99Ms).toBeCloseTo(r.unloadedCriticalP99Ms, 6);
+      expect(r.unloadedLimit).toBe(20);
+      expect(r.loadedLimit).toBe(20);
+    });
+
+    it.each([2, 4])(
+      'at %d×: every critical call answered, and the limit back to its unloaded value within 5 s',
+      (load) => {
+        const r = at(work, load);
+        expect(r.criticalOk).toBe(1);
+        expect(r.recoveryMs).toBeLessThanOrEqual(5000);
+        expect(r.result.episodes.filter(([, started]) => started)).toHaveLength(1);
+      },
+    );
+
+    it('at 2×: goodput ≥ 90 % of capacity', () => {
+      expect(at(work, 2).goodputShare).toBeGreaterThanOrEqual(0.9);
+    });
+  });
+
+  it('pool work: the figures per load', () => {
+    const figures = [2, 4].map((load) => {
+      const r = at('pool', load);
+      return [load, round(r.goodputShare), r.criticalOk, ms(r.criticalP99Ms), r.recoveryMs];
+    });
+    // load, goodput / capacity, critical ok, critical p99 ms (unloaded: 5.15), recovery ms
+    expect(figures).toEqual([
+      [2, 1.001, 1, 23.3, 500],
+      [4, 1.001, 1, 24.2, 500],
+    ]);
+    // Steady 2×: the limit holds within one of 9.
+    expect(at('pool', 2).steady.limit).toEqual([9, 10]);
+    expect(at('pool', 2).steady.admittedSheddable).toEqual([47, 49]);
+  });
+
+  it('cpu work: the figures per load', () => {
+    const figures = [2, 4].map((load) => {
+      const r = at('cpu', load);
+      return [load, round(r.goodputShare), r.criticalOk, ms(r.criticalP99Ms), r.recoveryMs];
+    });
+    // load, goodput / capacity, critical ok, critical p99 ms (unloaded: 2), recovery ms
+    expect(figures).toEqual([
+      [2, 0.955, 1, 147.6, 0],
+      [4, 0.85, 1, 228.4, 482],
+    ]);
+  });
+
+  // Gradient2 settles where latency is `rttTolerance` × the unloaded one plus its headroom
+  // (about 2.25× at a limit of 9), and starts each overload from `initialLimit` (20, five
+  // times what the pool of 4 serves at its unloaded latency): 23.3 ms against 15.45 ms.
+  it.failing('pool work at 2×: critical p99 ≤ 3× the unloaded p99', () => {
+    const r = at('pool', 2);
+    expect(r.criticalP99Ms).toBeLessThanOrEqual(3 * r.unloadedCriticalP99Ms);
+  });
+
+  // A synchronous handler is never more than one call in flight: the queue is in the
+  // sockets, which the limit does not see, and only the event loop's delay sheds. It is on
+  // or off per window (sheddable calls admitted per 100 ms window swing from 0 to 91 on a
+  // steady 2×), so the loop's queue reaches the 50 ms delay before it sheds: 147.6 ms
+  // against 6 ms.
+  it.failing('cpu work at 2×: critical p99 ≤ 3× the unloaded p99', () => {
+    const r = at('cpu', 2);
+    expect(r.criticalP99Ms).toBeLessThanOrEqual(3 * r.unloadedCriticalP99Ms);
+  });
+
+  it.failing(
+    'cpu work at 2×: no swing on a steady load (admitted sheddable calls per window within ±25 %)',
+    () => {
+      const [low, high] = at('cpu', 2).steady.admittedSheddable;
+      expect(high - low).toBeLessThanOrEqual(0.5 * ((high + low) / 2));
+    },
+  );
+});
+
+function round(n: number): number {
+  return Math.round(n * 1000) / 1000;
+}
+
+/** A latency to 0.1 ms: the simulation's sums of fractional ms carry float noise. */
+function ms(n: number): number {
+  return Math.round(n * 10) / 10;
+}
