@@ -5,15 +5,14 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { randomUUID } from 'node:crypto';
 import {
-  ALGORITHMS,
   definePolicy,
-  resolvePolicy,
-  policyKey,
   RateLimiter,
   type Algorithm,
   type Decision,
   type PolicyInput,
 } from '../../lib/index.js';
+import { ALGORITHMS, resolvePolicy } from '../../lib/core/model/policy.js';
+import { policyKey } from '../../lib/core/model/store-keys.js';
 import { ALGORITHM_IMPLS } from '../../lib/core/algorithms/index.js';
 import type { Outcome, State } from '../../lib/core/algorithms/types.js';
 import { countedDown, type StoreFixture, type StoreKind } from './stores.js';

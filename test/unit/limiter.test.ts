@@ -4,7 +4,6 @@ import { freePort } from '../harness/global-setup.js';
 import {
   definePolicy,
   MemoryStore,
-  policyKey,
   RateLimitBackendError,
   RateLimitConfigError,
   RateLimiter,
@@ -13,6 +12,7 @@ import {
   type RateLimitStore,
   type StoreOutcome,
 } from '../../lib/index.js';
+import { policyKey } from '../../lib/core/model/store-keys.js';
 
 const NOW = 1_000_000;
 const stores: MemoryStore[] = [];
