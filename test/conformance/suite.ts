@@ -2,7 +2,7 @@
  * The conformance suite of DESIGN §4: one set of rules, run against every store
  * (MemoryStore, Redis standalone, Redis Cluster) with an injected clock.
  */
-import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { afterAll, describe, expect, it } from '@jest/globals';
 import { randomUUID } from 'node:crypto';
 import {
   definePolicy,
@@ -507,5 +507,3 @@ export function conformanceSuite(makeKind: () => StoreKind): void {
 function d0RetryAfter(algorithm: Algorithm): number {
   return algorithm === 'sliding-window' ? 2000 : 1000;
 }
-
-export { beforeAll };

@@ -24,7 +24,7 @@ export type { StoreRefund } from '../stores/store.js';
  * The mark of a state a request wrote (see {@link StoreRefund.mark}); for token bucket and
  * GCRA, `[tatMs, ticks]` read at `offsetMs` (0 when the TAT is absolute).
  */
-export function markOf(algorithm: PolicyAlgorithm, written: State, offsetMs = 0): number {
+function markOf(algorithm: PolicyAlgorithm, written: State, offsetMs = 0): number {
   if (algorithm === 'fixed-window') return written[1]!;
   if (algorithm === 'sliding-window') return written[0]!;
   return offsetMs + written[0]! + (written[1]! > 0 ? 1 : 0);
