@@ -21,6 +21,15 @@ import type { StoreOutcome, StorePolicy, StoreRefund } from '../stores/store.js'
 export type { StoreRefund } from '../stores/store.js';
 
 /**
+ * What a request spent, from `RateLimiter.spend`, to give back with
+ * `RateLimiter.refund`: per entry (by its index in the request's entries) that spent
+ * under its policy's own state.
+ */
+export interface Spending {
+  readonly refunds: readonly { readonly index: number; readonly refund: StoreRefund }[];
+}
+
+/**
  * The mark of a state a request wrote (see {@link StoreRefund.mark}); for token bucket and
  * GCRA, `[tatMs, ticks]` read at `offsetMs` (0 when the TAT is absolute).
  */
