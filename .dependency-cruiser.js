@@ -28,6 +28,99 @@ export default {
       from: { path: '^lib/core/' },
       to: { path: '^lib/', pathNot: '^lib/core/' },
     },
+    // Inside lib/core, by folder: the model and the algorithms (what a policy means) know
+    // nothing of how a store is called or which store runs; the call, its end and the
+    // operator's reads know the store only through its contract (stores/store.ts); the two
+    // stores know nothing of each other; RateLimiter (limiter.ts) sits on top of them all.
+    {
+      name: 'core-model-no-engine',
+      severity: 'error',
+      comment:
+        'lib/core/model (rates, policies, decisions, keys, refunds) is what a policy means: it ' +
+        'imports the algorithms, the errors and the store contract, never how a store is ' +
+        'called (call/, end/), the operator (operator/), a store or the limiter.',
+      from: { path: '^lib/core/model/' },
+      to: { path: '^lib/core/((call|end|operator|stores/(memory|redis))/|limiter\\.ts$)' },
+    },
+    {
+      name: 'core-algorithms-no-engine',
+      severity: 'error',
+      comment:
+        'lib/core/algorithms holds the reference math of each algorithm and its Lua body: the ' +
+        'stores run it, so it imports no store (memory/, redis/), nor call/, end/, operator/ ' +
+        'or the limiter.',
+      from: { path: '^lib/core/algorithms/' },
+      to: { path: '^lib/core/((call|end|operator|stores/(memory|redis))/|limiter\\.ts$)' },
+    },
+    {
+      name: 'core-leaves',
+      severity: 'error',
+      comment:
+        'algorithms/types.ts (the algorithm names and shapes) and stores/store.ts (the store ' +
+        'contract) are leaves every core file may import without a cycle: types.ts imports ' +
+        'nothing of lib, store.ts only types.ts.',
+      from: { path: '^lib/core/(algorithms/types|stores/store)\\.ts$' },
+      to: { path: '^lib/', pathNot: '^lib/core/algorithms/types\\.ts$' },
+    },
+    {
+      name: 'core-call-no-store',
+      severity: 'error',
+      comment:
+        'lib/core/call (the bounded store call and what protects it: deadlines, progress, ' +
+        'circuit breaker, deny cache, known refusals) works on any RateLimitStore: it imports ' +
+        'no store (memory/, redis/), nor end/, operator/ or the limiter.',
+      from: { path: '^lib/core/call/' },
+      to: { path: '^lib/core/((end|operator|stores/(memory|redis))/|limiter\\.ts$)' },
+    },
+    {
+      name: 'core-end-no-store',
+      severity: 'error',
+      comment:
+        'lib/core/end (refunds, releases and their retries once a request ends) calls any ' +
+        'RateLimitStore through call/: it imports no store (memory/, redis/), nor operator/ or ' +
+        'the limiter.',
+      from: { path: '^lib/core/end/' },
+      to: { path: '^lib/core/((operator|stores/(memory|redis))/|limiter\\.ts$)' },
+    },
+    {
+      name: 'core-operator-no-store',
+      severity: 'error',
+      comment:
+        "lib/core/operator (overrides, exemptions, inspection: an operator's reads and writes) " +
+        'reads what any store answers: it imports no store (memory/, redis/), nor call/, end/ ' +
+        'or the limiter.',
+      from: { path: '^lib/core/operator/' },
+      to: { path: '^lib/core/((call|end|stores/(memory|redis))/|limiter\\.ts$)' },
+    },
+    {
+      name: 'core-memory-store-alone',
+      severity: 'error',
+      comment:
+        'MemoryStore (lib/core/stores/memory) implements the store contract from the model, ' +
+        'the algorithms and the operator rules: it imports nothing of RedisStore, of call/, ' +
+        'end/ or the limiter.',
+      from: { path: '^lib/core/stores/memory/' },
+      to: { path: '^lib/core/((call|end|stores/redis)/|limiter\\.ts$)' },
+    },
+    {
+      name: 'core-redis-store-alone',
+      severity: 'error',
+      comment:
+        'RedisStore (lib/core/stores/redis, its scripts in lua/) implements the store contract ' +
+        'from the model and the algorithms: it imports nothing of MemoryStore, of call/, end/, ' +
+        'operator/ or the limiter.',
+      from: { path: '^lib/core/stores/redis/' },
+      to: { path: '^lib/core/((call|end|operator|stores/memory)/|limiter\\.ts$)' },
+    },
+    {
+      name: 'core-limiter-on-top',
+      severity: 'error',
+      comment:
+        'RateLimiter (lib/core/limiter.ts) is the engine core/ builds up to: no other file of ' +
+        'lib/core imports it.',
+      from: { path: '^lib/core/', pathNot: '^lib/core/limiter\\.ts$' },
+      to: { path: '^lib/core/limiter\\.ts$' },
+    },
     {
       name: 'http-imports-only-core',
       severity: 'error',

@@ -13,6 +13,8 @@ export default tseslint.config(
       // Written by the docs tests and check:docs from the docs' code blocks.
       'test/.doc-blocks/',
       '.check-docs/',
+      // Written and removed by npm run lint:api.
+      '.api-declarations/',
       // Projects of their own (nest new), with their own lint setup.
       'test/consumers/',
       // nestjs/throttler's e2e suite, vendored as upstream wrote it (test/throttler-suite/README.md).

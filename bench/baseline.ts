@@ -163,7 +163,7 @@ export async function prepareBaseline(ref: string, log: (line: string) => void):
  * Where the consume script is, below a build's entry: core/stores/redis/lua/consume.js, or
  * core/stores/redis-script.js in builds before the stores had a folder each.
  */
-export const SCRIPT_FILES = [
+const SCRIPT_FILES = [
   join('core', 'stores', 'redis', 'lua', 'consume.js'),
   join('core', 'stores', 'redis-script.js'),
 ];

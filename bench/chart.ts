@@ -11,7 +11,7 @@ import { pathToFileURL } from 'node:url';
 import { figures, PEERS, type Bar, type ChartResults, type Figure } from './figures.js';
 
 export { figures } from './figures.js';
-export type { Bar, ChartResults, Figure, Target } from './figures.js';
+export type { ChartResults, Figure } from './figures.js';
 
 const WIDTH = 960;
 const PLOT_X = 200;

@@ -35,7 +35,7 @@ export interface Bar {
 }
 
 /** A ratio the issue asks for, drawn as a dashed line: to rlf (red) or to the floor (orange). */
-export interface Target {
+interface Target {
   at: number;
   of: 'rlf' | 'floor';
   label: string;

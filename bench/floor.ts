@@ -8,13 +8,13 @@ import { createHash } from 'node:crypto';
 import { Redis, type RedisOptions } from 'ioredis';
 
 export const FLOOR_LUA = 'return 1';
-export const FLOOR_SHA = createHash('sha1').update(FLOOR_LUA).digest('hex');
+const FLOOR_SHA = createHash('sha1').update(FLOOR_LUA).digest('hex');
 
 /**
  * What the module sets on a client it creates from a URL (lib/nest/module/resources.ts, connect):
  * the floor pays what the module's own client pays.
  */
-export const MODULE_CLIENT_OPTIONS: RedisOptions = {
+const MODULE_CLIENT_OPTIONS: RedisOptions = {
   enableOfflineQueue: false,
   autoResendUnfulfilledCommands: false,
   maxRetriesPerRequest: 0,

@@ -5,7 +5,7 @@
  */
 
 /** What a twin's name ends with. */
-export const BASE_SUFFIX = '@base';
+const BASE_SUFFIX = '@base';
 
 /** Whether `name` is one of this package's variants (current or `@base`). */
 export function isOurs(name: string): boolean {

@@ -17,7 +17,7 @@ export interface Burst {
   ms: number;
 }
 
-export const BURST = 25;
+const BURST = 25;
 
 async function burst(
   label: string,

@@ -25,7 +25,7 @@ export interface Summary {
  * granularity (the app's clock, or Redis's, counts whole ms; ours is finer). A bucket that
  * did not start full (a per-IP budget used before the run) only admits less.
  */
-export function allowedUnits(policy: PolicySpec, elapsedMs: number): number {
+function allowedUnits(policy: PolicySpec, elapsedMs: number): number {
   return policy.limit + Math.floor((elapsedMs * policy.limit) / policy.periodMs) + 1;
 }
 

@@ -1,16 +1,22 @@
-export { formatRate, parseRate, type Rate, type RateInput } from './core/model/rate.js';
-export {
-  ALGORITHMS,
-  resolvePolicy,
-  type Algorithm,
-  type Decision,
-  type DenyReason,
-  type Policy,
-  type PolicyDecision,
-  type PolicyAlgorithm,
-  type PolicyInput,
+/**
+ * `nest-rate-limit`: the NestJS module (decorators, guard, service, admin endpoints) and the
+ * engine it runs on, usable without Nest (`RateLimiter` over a `RedisStore`, a `MemoryStore`
+ * or your own `RateLimitStore`). Every name exported here is a semver promise, checked by
+ * `npm run lint:api` against `api/nest-rate-limit.api.md`: a helper the module uses inside
+ * stays out of this list.
+ */
+
+// The engine, usable without Nest (docs/guides/engine-without-nest.md).
+export type { Rate, RateInput } from './core/model/rate.js';
+export type {
+  Algorithm,
+  Decision,
+  DenyReason,
+  Policy,
+  PolicyDecision,
+  PolicyAlgorithm,
+  PolicyInput,
 } from './core/model/policy.js';
-export { DEFAULT_LEASE_MS, type Lease } from './core/algorithms/concurrency.js';
 export {
   RateLimitBackendError,
   RateLimitConfigError,
@@ -18,14 +24,6 @@ export {
   type RateLimitErrorCode,
 } from './core/errors.js';
 export type { KnownRefusal } from './core/model/decision.js';
-export { controlKey, identityTag, policyKey } from './core/model/store-keys.js';
-export {
-  applicableOverride,
-  readControl,
-  type ControlEntries,
-  type ExemptionEntry,
-  type OverrideEntry,
-} from './core/operator/control.js';
 export type {
   InspectedPolicy,
   InspectedState,
@@ -36,54 +34,35 @@ export {
   definePolicy,
   RateLimiter,
   type ConsumeOptions,
+  type LimitEntry,
   type Policies,
   type RateLimiterOptions,
   type Spending,
 } from './core/limiter.js';
-export type { StoreRefund } from './core/model/refund.js';
+export type { State } from './core/algorithms/types.js';
+export type { CircuitBreakerOptions, CircuitState } from './core/call/circuit-breaker.js';
+export type { DenyCacheOptions } from './core/call/deny-cache.js';
+export { MemoryStore, type MemoryStoreOptions } from './core/stores/memory/memory-store.js';
+export { RedisStore, type RedisStoreOptions } from './core/stores/redis/redis-store.js';
+// The store's contract, to bring a store of your own (`store` of the module or the engine).
 export type {
   ControlChange,
   ControlSnapshot,
+  Lease,
   RateLimitStore,
   StoredKey,
   StoreOutcome,
   StorePolicy,
+  StoreRefund,
   StoreSnapshot,
 } from './core/stores/store.js';
-export { DenyCache, type DenyCacheOptions } from './core/call/deny-cache.js';
-export { MemoryStore, type MemoryStoreOptions } from './core/stores/memory/memory-store.js';
-export { RedisStore, type RedisStoreOptions } from './core/stores/redis/redis-store.js';
-export {
-  CircuitBreaker,
-  type CircuitBreakerOptions,
-  type CircuitState,
-} from './core/call/circuit-breaker.js';
-export type { LimitEntry } from './core/limiter.js';
 
-// HTTP contract, framework-agnostic.
-export { clientIp, normalizeIp, type IpOptions, type RequestLike } from './http/ip.js';
-export {
-  draft10Headers,
-  legacyHeaders,
-  rateLimitHeaders,
-  retryAfterSeconds,
-  STANDARD_DRAFTS,
-  type HeaderOptions,
-  type HeaderPolicy,
-  type StandardDraft,
-} from './http/headers.js';
-export { draft6Headers, draft7Headers, draft11Headers } from './http/header-drafts.js';
-export {
-  PROBLEM_CONTENT_TYPE,
-  QUOTA_EXCEEDED_TYPE,
-  quotaExceededProblem,
-  serviceUnavailableBody,
-  TEMPORARY_REDUCED_CAPACITY_TYPE,
-  temporaryReducedCapacityProblem,
-  tooManyRequestsBody,
-  type ProblemDetails,
-  type ServiceUnavailableBody,
-  type TooManyRequestsBody,
+// The HTTP contract's shapes, as the module's options and refusals carry them.
+export type { HeaderOptions, HeaderPolicy, StandardDraft } from './http/headers.js';
+export type {
+  ProblemDetails,
+  ServiceUnavailableBody,
+  TooManyRequestsBody,
 } from './http/responses.js';
 
 // The Nest module.
@@ -97,6 +76,7 @@ export {
   type RateFn,
   type RateLimitOptions,
 } from './nest/declare/decorators.js';
+export type { StoreFailureMode } from './nest/declare/policy-options.js';
 export { keys, type KeyFn, type KeyHelpers } from './nest/declare/keys.js';
 export {
   OverloadPool,
@@ -114,7 +94,6 @@ export {
 export { rateLimitContext, type RateLimitContext } from './nest/declare/context.js';
 export type { RequestOutcome } from './nest/pipeline/outcome.js';
 export type { Refusal } from './nest/transports/refusal.js';
-export type { Transport } from './nest/transports/transport.js';
 export type { RpcRefusal } from './nest/transports/rpc.js';
 export {
   ProblemDetailsFilter,
@@ -149,11 +128,11 @@ export type {
 } from './nest/observability/observer.js';
 export type {
   DefaultPolicy,
+  DefaultPolicyOptions,
   RateLimitModuleAsyncOptions,
   RateLimitModuleOptions,
 } from './nest/module/options.js';
 export { RateLimitGuard } from './nest/pipeline/rate-limit.guard.js';
-export { RateLimitInterceptor } from './nest/pipeline/rate-limit.interceptor.js';
 export { RateLimitSettleInterceptor } from './nest/end/settle.interceptor.js';
 export { RateLimitModule } from './nest/module/rate-limit.module.js';
 export {
@@ -161,8 +140,10 @@ export {
   type ExemptionOptions,
   type OverrideOptions,
 } from './nest/operations/rate-limit.service.js';
+export type { RemovalOptions } from './nest/operations/control-changes.js';
+export type { ControlEntries, ExemptionEntry, OverrideEntry } from './core/operator/control.js';
 export {
   RateLimitAdminModule,
   type RateLimitAdminOptions,
 } from './nest/operations/rate-limit-admin.module.js';
-export { RATE_LIMIT_OPTIONS, RATE_LIMIT_REDIS } from './nest/module/tokens.js';
+export { RATE_LIMIT_REDIS } from './nest/module/tokens.js';

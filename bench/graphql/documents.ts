@@ -32,7 +32,7 @@ const ITEMS = [1, 2, 3].map((id) => ({
 }));
 
 /** 20 root fields, each a list of 3 items with a nested object: the bench's normal query. */
-export function normalQuery(): BenchDocument {
+function normalQuery(): BenchDocument {
   const fields = Array.from({ length: 20 }, (_, i) => i);
   return {
     name: 'normal 20-field query',
@@ -82,7 +82,7 @@ export function aliasesTimesFragments(
 }
 
 /** `{ node { next { next ... { id } } } }`, `levels` fields deep. */
-export function nested(levels: number): BenchDocument {
+function nested(levels: number): BenchDocument {
   const query = `{node{${'next{'.repeat(levels - 2)}id${'}'.repeat(levels - 1)}}`;
   let data: Record<string, unknown> = { id: 1 };
   for (let level = levels - 1; level >= 2; level--) data = { next: data };

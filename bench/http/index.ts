@@ -20,9 +20,9 @@ import { startApp, type App } from './apps.js';
 import { pacedLoad, type PacedSample } from './paced.js';
 import { fixedRateTable, REACHED, saturatedTable } from './table.js';
 
-export const HTTP_PLATFORMS = ['express', 'fastify'] as const;
+const HTTP_PLATFORMS = ['express', 'fastify'] as const;
 export type HttpPlatform = (typeof HTTP_PLATFORMS)[number];
-export const HTTP_VARIANTS = [
+const HTTP_VARIANTS = [
   'none',
   'floor-redis',
   // Issue 23: the floor on other client settings (bench/floor.ts, FLOOR_CLIENTS).
@@ -73,7 +73,7 @@ export interface HttpRow {
 }
 
 /** A variant at the fixed offered load of its platform: medians over the rounds. */
-export interface FixedRateFigures {
+interface FixedRateFigures {
   /** The rate offered, in requests per second. */
   targetRps: number;
   /** The rate answered, in requests per second. */
@@ -99,7 +99,7 @@ export interface FixedRateFigures {
  * throttler-memory (which slows down as a run goes on) sustains with a margin on a busy
  * 2-core machine; Express serves a third to a half of what Fastify does.
  */
-export const DEFAULT_RATES: Record<HttpPlatform, number> = { express: 1500, fastify: 5000 };
+const DEFAULT_RATES: Record<HttpPlatform, number> = { express: 1500, fastify: 5000 };
 
 export interface HttpBenchOptions {
   redisUrl: string;

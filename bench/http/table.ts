@@ -5,7 +5,7 @@ import type { HttpPlatform, HttpRow } from './index.js';
 export const REACHED = 0.97;
 
 /** The rows every other row is measured against: a short one makes all ratios meaningless. */
-export const BASES = ['none', 'floor-redis', 'rlf-redis'];
+const BASES = ['none', 'floor-redis', 'rlf-redis'];
 
 /** `+µs` of each row over `none`, and as a multiple of what the floor and rlf add. */
 function added(rows: readonly HttpRow[], cpuOf: (r: HttpRow) => number) {

@@ -3,7 +3,7 @@
  * error code, warning code and log event, which every message of ours ends with a link to.
  * There is no public site, so the link is a path inside the installed package.
  */
-export const ERRORS_PAGE = 'docs/reference/errors.md';
+const ERRORS_PAGE = 'docs/reference/errors.md';
 
 /**
  * The anchor GitHub (and most Markdown renderers) give a heading: lower case, punctuation

@@ -21,7 +21,7 @@ import { typeWeight } from './weights.js';
 type Data = Readonly<Record<string, unknown>>;
 
 /** Actual cost points of the selections of `set` on one returned object of type `type`. */
-export function selectionsActual(
+function selectionsActual(
   walk: Walk,
   set: SelectionSetNode,
   type: GraphQLObjectType,

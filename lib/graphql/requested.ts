@@ -40,7 +40,7 @@ import {
 import { typeWeight } from './weights.js';
 
 /** Cost points of the selections of `set` on one value of object type `type`. */
-export function selectionsCost(
+function selectionsCost(
   walk: Walk,
   set: SelectionSetNode,
   type: GraphQLObjectType,

@@ -29,8 +29,6 @@ import {
   type ListSizeInfo,
 } from './weights.js';
 
-export type { Sized } from './sized.js';
-
 /** Base cost of each operation type, in cost points. */
 export interface OperationTypeCost {
   readonly query: number;
@@ -130,7 +128,7 @@ export interface ListSizes {
   readonly sized: Sized | undefined;
 }
 
-export const MAX_COST = Number.MAX_SAFE_INTEGER;
+const MAX_COST = Number.MAX_SAFE_INTEGER;
 
 interface DocumentInfo {
   readonly operations: readonly OperationDefinitionNode[];

@@ -15,7 +15,7 @@ const LEGACY_FIELDS: QuotaFieldNames = [
 ];
 
 export { cachedPolicyItems, draft10Headers, type StandardDraft } from './header-drafts.js';
-export { toSeconds, type HeaderPolicy } from './header-values.js';
+export type { HeaderPolicy } from './header-values.js';
 
 /** Which headers to send (see docs/reference/http-contract.md). */
 export interface HeaderOptions {
@@ -49,7 +49,7 @@ export function retryAfterSeconds(policies: readonly PolicyDecision[]): number |
  * Legacy headers of the most restrictive policy (lowest remaining; ties: longest reset),
  * added to `out`. An admitting concurrency limit is left out beside rates.
  */
-export function legacyHeaders(
+function legacyHeaders(
   policies: readonly HeaderPolicy[],
   out: Record<string, string> = {},
 ): Record<string, string> {

@@ -25,7 +25,7 @@ export function canonicalIdentity(identity: string, ipv6Subnet?: number): string
 }
 
 /** Reads a user id: `id`, else `sub` (JWT subject), else `userId`. */
-export function defaultUserId(user: unknown): unknown {
+function defaultUserId(user: unknown): unknown {
   if (user === null || typeof user !== 'object') return undefined;
   const u = user as Record<string, unknown>;
   return u.id ?? u.sub ?? u.userId;

@@ -48,10 +48,10 @@ export function serviceUnavailableBody(
 }
 
 /** The problem type of a refusal for an exceeded quota (draft-ietf-httpapi-ratelimit-headers). */
-export const QUOTA_EXCEEDED_TYPE = 'https://iana.org/assignments/http-problem-types#quota-exceeded';
+const QUOTA_EXCEEDED_TYPE = 'https://iana.org/assignments/http-problem-types#quota-exceeded';
 
 /** The problem type of a refusal for lack of capacity (draft-ietf-httpapi-ratelimit-headers). */
-export const TEMPORARY_REDUCED_CAPACITY_TYPE =
+const TEMPORARY_REDUCED_CAPACITY_TYPE =
   'https://iana.org/assignments/http-problem-types#temporary-reduced-capacity';
 
 /** The media type of an RFC 9457 problem details body. */

@@ -30,7 +30,7 @@ export function userAgentIgnored(
 }
 
 /** A throttler setting that is not a number (the throttler's own message). */
-export class ThrottlerSettingError extends Error {}
+class ThrottlerSettingError extends Error {}
 
 /**
  * A throttler setting as a number: a number (`Infinity` included), or a numeric string.

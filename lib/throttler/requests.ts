@@ -10,10 +10,7 @@ import {
 } from './constants.js';
 import type { Resolvable, ThrottlerOptions, ThrottlerRequest } from './options.js';
 import { resolveNumber, toNumber } from './request-response.js';
-
-import { blockUnset, markUnsetBlock } from './block-default.js';
-
-export { blockUnset };
+import { markUnsetBlock } from './block-default.js';
 
 /**
  * Checks the throttlers' settings that are set and not functions when the module starts:

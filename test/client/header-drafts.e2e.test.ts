@@ -7,7 +7,8 @@ import 'reflect-metadata';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { Controller, Get } from '@nestjs/common';
 import { parseRateLimit } from 'ratelimit-header-parser';
-import { keys, RateLimit, STANDARD_DRAFTS, type StandardDraft } from '../../lib/index.js';
+import { keys, RateLimit, type StandardDraft } from '../../lib/index.js';
+import { STANDARD_DRAFTS } from '../../lib/http/headers.js';
 import { parseRateLimitFields } from '../../lib/client/index.js';
 import { createApp, PLATFORMS, type AppHandle } from '../e2e/support/app.js';
 

@@ -7,7 +7,8 @@
 import 'reflect-metadata';
 import { afterAll, beforeAll, describe } from '@jest/globals';
 import { Controller, Get } from '@nestjs/common';
-import { keys, RateLimit, STANDARD_DRAFTS, type StandardDraft } from '../../lib/index.js';
+import { keys, RateLimit, type StandardDraft } from '../../lib/index.js';
+import { STANDARD_DRAFTS } from '../../lib/http/headers.js';
 import { createApp, type AppHandle } from '../e2e/support/app.js';
 import { itMeetsTheTarget } from './support/workload.js';
 

@@ -3,7 +3,8 @@
  * the same rules on every store, with an injected clock.
  */
 import { afterAll, describe, expect, it } from '@jest/globals';
-import { ALGORITHMS, policyKey } from '../../lib/index.js';
+import { ALGORITHMS } from '../../lib/core/model/policy.js';
+import { policyKey } from '../../lib/core/model/store-keys.js';
 import { only, setup } from './suite.js';
 import type { StoreKind } from './stores.js';
 

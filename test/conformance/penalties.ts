@@ -4,7 +4,8 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { Logger } from '@nestjs/common';
-import { ALGORITHMS, RateLimitService, type Decision } from '../../lib/index.js';
+import { RateLimitService, type Decision } from '../../lib/index.js';
+import { ALGORITHMS } from '../../lib/core/model/policy.js';
 import { setup } from './suite.js';
 import { countedDown, type StoreKind } from './stores.js';
 

@@ -3,7 +3,8 @@
  * same rules on every store and algorithm, with an injected clock.
  */
 import { afterAll, describe, expect, it } from '@jest/globals';
-import { ALGORITHMS, type Decision } from '../../lib/index.js';
+import { type Decision } from '../../lib/index.js';
+import { ALGORITHMS } from '../../lib/core/model/policy.js';
 import { setup } from './suite.js';
 import type { StoreKind } from './stores.js';
 

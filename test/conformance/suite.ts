@@ -2,18 +2,17 @@
  * The conformance suite of DESIGN §4: one set of rules, run against every store
  * (MemoryStore, Redis standalone, Redis Cluster) with an injected clock.
  */
-import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { afterAll, describe, expect, it } from '@jest/globals';
 import { randomUUID } from 'node:crypto';
 import {
-  ALGORITHMS,
   definePolicy,
-  resolvePolicy,
-  policyKey,
   RateLimiter,
   type Algorithm,
   type Decision,
   type PolicyInput,
 } from '../../lib/index.js';
+import { ALGORITHMS, resolvePolicy } from '../../lib/core/model/policy.js';
+import { policyKey } from '../../lib/core/model/store-keys.js';
 import { ALGORITHM_IMPLS } from '../../lib/core/algorithms/index.js';
 import type { Outcome, State } from '../../lib/core/algorithms/types.js';
 import { countedDown, type StoreFixture, type StoreKind } from './stores.js';
@@ -508,5 +507,3 @@ export function conformanceSuite(makeKind: () => StoreKind): void {
 function d0RetryAfter(algorithm: Algorithm): number {
   return algorithm === 'sliding-window' ? 2000 : 1000;
 }
-
-export { beforeAll };

@@ -16,7 +16,6 @@ import {
 import type { Redis } from 'ioredis';
 import {
   ConcurrencyLimit,
-  controlKey,
   keys,
   MemoryStore,
   RateLimit,
@@ -25,6 +24,7 @@ import {
   SkipRateLimit,
   type RateLimitStore,
 } from '../../lib/index.js';
+import { controlKey } from '../../lib/core/model/store-keys.js';
 import { disconnect, newRedis, redisUrl } from '../harness/redis.js';
 import {
   bootstrap,

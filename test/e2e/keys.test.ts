@@ -6,7 +6,8 @@ import 'reflect-metadata';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { Controller, Get } from '@nestjs/common';
 import type { Redis } from 'ioredis';
-import { clientIp, keys, normalizeIp, RateLimit, RateLimitService } from '../../lib/index.js';
+import { keys, RateLimit, RateLimitService } from '../../lib/index.js';
+import { clientIp, normalizeIp } from '../../lib/http/ip.js';
 import { disconnect, newRedis } from '../harness/redis.js';
 import { createApp, PLATFORMS, times, type AppHandle } from './support/app.js';
 

@@ -14,7 +14,7 @@ import 'reflect-metadata';
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { identityTag } from '../../lib/index.js';
+import { identityTag } from '../../lib/core/model/store-keys.js';
 import { redisCall } from '../harness/global-setup.js';
 import { clusterNodes } from '../harness/redis.js';
 import {

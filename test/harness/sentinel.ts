@@ -15,7 +15,7 @@ import {
 } from './global-setup.js';
 
 /** The name the Sentinels monitor the primary under (ioredis' `name` option). */
-export const SENTINEL_GROUP = 'nrl';
+const SENTINEL_GROUP = 'nrl';
 
 /**
  * How fast the Sentinels act: a primary that has not answered for this long (ms) is

@@ -16,13 +16,8 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { Cluster, Redis } from 'ioredis';
-import {
-  identityTag,
-  RateLimiter,
-  RedisStore,
-  type Decision,
-  type PolicyInput,
-} from '../../lib/index.js';
+import { RateLimiter, RedisStore, type Decision, type PolicyInput } from '../../lib/index.js';
+import { identityTag } from '../../lib/core/model/store-keys.js';
 import { disconnect, startCluster, type ClusterHandle } from '../harness/redis.js';
 
 interface Case {

@@ -3,7 +3,7 @@ import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { createInterface, type Interface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { ALGORITHMS } from '../../lib/index.js';
+import { ALGORITHMS } from '../../lib/core/model/policy.js';
 
 const WORKER = fileURLToPath(new URL('../harness/consume-worker.ts', import.meta.url));
 

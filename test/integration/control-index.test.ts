@@ -14,12 +14,12 @@ import { fileURLToPath } from 'node:url';
 import { Controller, Get, Logger } from '@nestjs/common';
 import type { Cluster, Redis } from 'ioredis';
 import {
-  controlKey,
   RateLimiter,
   RateLimitService,
   RedisStore,
   type RedisStoreOptions,
 } from '../../lib/index.js';
+import { controlKey } from '../../lib/core/model/store-keys.js';
 import { INDEX_SCRIPT } from '../../lib/core/stores/redis/control-index.js';
 import { TestClock } from '../conformance/suite.js';
 import { CapturingLogger, createApp, pollUntil } from '../e2e/support/app.js';

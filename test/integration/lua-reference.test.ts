@@ -1,13 +1,8 @@
 import { afterAll, describe, expect, it } from '@jest/globals';
 import fc from 'fast-check';
 import { randomUUID } from 'node:crypto';
-import {
-  ALGORITHMS,
-  MemoryStore,
-  RateLimiter,
-  RedisStore,
-  type Algorithm,
-} from '../../lib/index.js';
+import { MemoryStore, RateLimiter, RedisStore, type Algorithm } from '../../lib/index.js';
+import { ALGORITHMS } from '../../lib/core/model/policy.js';
 import { newRedis } from '../harness/redis.js';
 import { scenarios, type Scenario } from '../conformance/sequences.js';
 

@@ -8,7 +8,8 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { Logger } from '@nestjs/common';
 import { Cluster, Redis } from 'ioredis';
-import { controlKey, RateLimiter, RateLimitService, RedisStore } from '../../lib/index.js';
+import { RateLimiter, RateLimitService, RedisStore } from '../../lib/index.js';
+import { controlKey } from '../../lib/core/model/store-keys.js';
 import { commandCalls, disconnect, startCluster, type ClusterHandle } from '../harness/redis.js';
 
 /** Commands that read or write keys (what a keyspace-wide operation would show). */

@@ -6,14 +6,8 @@ import 'reflect-metadata';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
 import { randomUUID } from 'node:crypto';
 import { Logger } from '@nestjs/common';
-import {
-  controlKey,
-  policyKey,
-  RateLimiter,
-  RateLimitService,
-  RedisStore,
-  type PolicyInput,
-} from '../../lib/index.js';
+import { RateLimiter, RateLimitService, RedisStore, type PolicyInput } from '../../lib/index.js';
+import { controlKey, policyKey } from '../../lib/core/model/store-keys.js';
 import { TestClock } from '../conformance/suite.js';
 import { memoryKind, standaloneKind, type StoreKind } from '../conformance/stores.js';
 import { CapturingLogger } from '../e2e/support/app.js';

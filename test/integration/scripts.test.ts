@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
 import { Cluster, Redis } from 'ioredis';
-import { ALGORITHMS, RateLimitBackendError, RateLimiter, RedisStore } from '../../lib/index.js';
+import { RateLimitBackendError, RateLimiter, RedisStore } from '../../lib/index.js';
+import { ALGORITHMS } from '../../lib/core/model/policy.js';
 import { CONSUME_SCRIPT } from '../../lib/core/stores/redis/lua/consume.js';
 import { replaySettings } from '../../lib/core/stores/redis/scripting.js';
 import { commandCalls, startRedisServer, type RedisServerHandle } from '../harness/redis.js';

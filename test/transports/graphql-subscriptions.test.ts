@@ -11,7 +11,8 @@ import { Int, Query, Resolver, Subscription } from '@nestjs/graphql';
 import { Redis } from 'ioredis';
 import WebSocket from 'ws';
 import { createClient } from 'graphql-ws';
-import { policyKey, RateLimit, rateLimitedSubscriptionsAsErrors } from '../../lib/index.js';
+import { RateLimit, rateLimitedSubscriptionsAsErrors } from '../../lib/index.js';
+import { policyKey } from '../../lib/core/model/store-keys.js';
 import { redisUrl } from '../harness/redis.js';
 import {
   createGraphQLApp,

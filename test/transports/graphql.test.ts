@@ -20,7 +20,8 @@ import {
   Resolver,
 } from '@nestjs/graphql';
 import { Redis } from 'ioredis';
-import { policyKey, RateLimit, rateLimitContext, SkipRateLimit } from '../../lib/index.js';
+import { RateLimit, rateLimitContext, SkipRateLimit } from '../../lib/index.js';
+import { policyKey } from '../../lib/core/model/store-keys.js';
 import { redisUrl } from '../harness/redis.js';
 import { parseRateLimit } from '../e2e/support/app.js';
 import {

@@ -1,5 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
-import { DenyCache, type Decision } from '../../lib/index.js';
+import { type Decision } from '../../lib/index.js';
+import { DenyCache } from '../../lib/core/call/deny-cache.js';
 
 const denied = (retryAfterMs: number): Decision => ({
   allowed: false,

@@ -9,11 +9,11 @@ import { Redis } from 'ioredis';
 import ts from 'typescript';
 import {
   MemoryStore,
-  parseRate,
   RATE_LIMIT_EVENTS,
   RateLimitConfigError,
   RateLimiter,
 } from '../../lib/index.js';
+import { parseRate } from '../../lib/core/model/rate.js';
 import { CLIENT_OPTION_CODE } from '../../lib/client/option-error.js';
 import { createRateLimitedFetch } from '../../lib/client/index.js';
 import { errorsAnchor, seeErrorsPage } from '../../lib/core/errors-page.js';

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from '@jest/globals';
-import { identityTag, policyKey } from '../../lib/index.js';
+import { identityTag, policyKey } from '../../lib/core/model/store-keys.js';
 
 /** The hashed tag, computed independently of the library. */
 function hashed(identity: string): string {

@@ -4,7 +4,6 @@ import { freePort } from '../harness/global-setup.js';
 import {
   definePolicy,
   MemoryStore,
-  policyKey,
   RateLimitBackendError,
   RateLimitConfigError,
   RateLimiter,
@@ -13,6 +12,7 @@ import {
   type RateLimitStore,
   type StoreOutcome,
 } from '../../lib/index.js';
+import { policyKey } from '../../lib/core/model/store-keys.js';
 
 const NOW = 1_000_000;
 const stores: MemoryStore[] = [];
@@ -415,4 +415,69 @@ describe('RateLimiter.reset', () => {
     const error = (await rejection(limiter.reset('user:42', 'a:b'))) as RateLimitConfigError;
     expect(error.code).toBe('ERR_RATE_LIMIT_SCOPE');
   });
+});
+
+describe('RateLimiter: a store without refund, release or inspect', () => {
+  /** A store of one's own with only the two required methods, over a memory store. */
+  function minimalLimiter(): RateLimiter {
+    const memory = memoryStore();
+    return new RateLimiter({
+      store: {
+        consume: (policies) => memory.consume(policies),
+        deleteByPrefix: (prefix) => memory.deleteByPrefix(prefix),
+      },
+    });
+  }
+
+  // Each call returns a promise whatever happens: a caller's `.catch` sees every failure,
+  // and nothing throws past it (as from a response's event).
+  it.each([
+    [
+      'refund',
+      'this rate-limit store cannot refund: implement RateLimitStore.refund (in RateLimiter.refund)',
+      (l: RateLimiter) =>
+        l.refund({
+          refunds: [
+            {
+              index: 0,
+              refund: {
+                key: 'k',
+                algorithm: 'fixed-window',
+                limit: 1,
+                periodMs: 1000,
+                cost: 1,
+                mark: NOW,
+              },
+            },
+          ],
+        }),
+    ],
+    [
+      'release',
+      'this rate-limit store cannot release concurrency slots: implement RateLimitStore.release (in RateLimiter.release)',
+      (l: RateLimiter) => l.release([{ key: 'k', id: 'lease-1', leaseMs: 30_000 }]),
+    ],
+    [
+      'inspect',
+      'this rate-limit store cannot inspect: implement RateLimitStore.inspect (in RateLimiter.inspect)',
+      (l: RateLimiter) => l.inspect('user:1'),
+    ],
+  ] as const)(
+    '%s rejects with ERR_RATE_LIMIT_STORE_UNSUPPORTED, never throws',
+    async (_, message, call) => {
+      const limiter = minimalLimiter();
+      let returned: Promise<unknown> | undefined;
+      expect(() => {
+        returned = call(limiter);
+      }).not.toThrow();
+      expect(returned).toBeInstanceOf(Promise);
+      const error = (await rejection(returned!)) as RateLimitConfigError;
+      expect(error).toBeInstanceOf(RateLimitConfigError);
+      expect(error.code).toBe('ERR_RATE_LIMIT_STORE_UNSUPPORTED');
+      expect(error.message.startsWith(message)).toBe(true);
+      // Nothing kept to send again: such a store never will release.
+      expect(limiter.releasesKept).toBe(0);
+      limiter.close();
+    },
+  );
 });

@@ -1,11 +1,11 @@
 import { afterEach, describe, expect, it, jest } from '@jest/globals';
 import {
   MemoryStore,
-  policyKey,
   RateLimitConfigError,
   RateLimiter,
   type MemoryStoreOptions,
 } from '../../lib/index.js';
+import { policyKey } from '../../lib/core/model/store-keys.js';
 
 const START = 1_000_000;
 

@@ -1,13 +1,12 @@
 import { describe, expect, it } from '@jest/globals';
 import {
-  ALGORITHMS,
   definePolicy,
   RateLimitConfigError,
-  resolvePolicy,
   type Algorithm,
   type PolicyInput,
   type RateLimitErrorCode,
 } from '../../lib/index.js';
+import { ALGORITHMS, resolvePolicy } from '../../lib/core/model/policy.js';
 
 const WHERE = 'ReportsController.export';
 

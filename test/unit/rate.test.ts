@@ -1,5 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
-import { formatRate, parseRate, RateLimitConfigError, type RateInput } from '../../lib/index.js';
+import { RateLimitConfigError, type RateInput } from '../../lib/index.js';
+import { formatRate, parseRate } from '../../lib/core/model/rate.js';
 import { thrown } from '../support/thrown.js';
 
 /** Runs `fn`, expects it to throw, and returns what it threw. */

@@ -24,10 +24,10 @@ import type { Lease, StoreOutcome, StorePolicy } from '../stores/store.js';
  */
 
 /** Default lease, in **ms**: longer than any request should take. */
-export const DEFAULT_LEASE_MS = 30_000;
+const DEFAULT_LEASE_MS = 30_000;
 
 /** The wait, in **ms**, reported when no slot is free. */
-export const CONCURRENCY_RETRY_MS = 1000;
+const CONCURRENCY_RETRY_MS = 1000;
 
 /** The key tag (last part of the key) of a concurrency policy's leases. */
 export const CONCURRENCY_TAG = 'cc';

@@ -5,7 +5,7 @@ import { admitted, decodeInts, denied, type AlgorithmImpl, type Evaluate } from 
  * admitted request and lasts one period. Admit iff `count + cost <= limit`.
  * Stored as `"<count>:<windowEndMs>"`.
  */
-export const evaluateFixedWindow: Evaluate = (state, now, { limit, periodMs, cost }) => {
+const evaluateFixedWindow: Evaluate = (state, now, { limit, periodMs, cost }) => {
   // A window that has ended is no window, even if its key has not expired yet; one that
   // ends more than two periods from now was not written at this period (a clock that
   // stepped back by less than a period still finds its window).

@@ -6,10 +6,8 @@ import { tokenBucket } from './token-bucket.js';
 import { blockedOutcome } from '../model/penalty.js';
 import type { AlgorithmImpl, AlgorithmParams, Outcome, PolicyAlgorithm, State } from './types.js';
 
-export type { AlgorithmImpl, AlgorithmParams, Evaluate, Outcome, State } from './types.js';
-export { evaluateFixedWindow } from './fixed-window.js';
+export type { AlgorithmImpl, Evaluate, Outcome, State } from './types.js';
 export { evaluateGcra } from './gcra.js';
-export { evaluateSlidingWindow } from './sliding-window.js';
 export { evaluateTokenBucket } from './token-bucket.js';
 
 /**

@@ -9,7 +9,7 @@ import { admitted, decodeInts, denied, type AlgorithmImpl, type Evaluate } from 
  * window's count, kept in **one key** (one GET and one SET, rather than a key per window).
  * Stored as `"<i>:<cur>:<prev>"`. To stay exact, the estimate is computed multiplied by P.
  */
-export const evaluateSlidingWindow: Evaluate = (state, now, { limit, periodMs: P, cost }) => {
+const evaluateSlidingWindow: Evaluate = (state, now, { limit, periodMs: P, cost }) => {
   let index = Math.floor(now / P);
   let cur = 0;
   let prev = 0;

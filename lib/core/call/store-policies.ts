@@ -8,10 +8,10 @@ import {
   checkScope,
   toPolicy,
   type Decision,
+  type LimitEntry,
   type Policy,
   type PolicyDecision,
 } from '../model/policy.js';
-import type { LimitEntry } from '../limiter-types.js';
 import type { StoreOutcome, StorePolicy } from '../stores/store.js';
 
 /**

@@ -1,17 +1,17 @@
 import type { Lease } from '../stores/store.js';
 
 /** The most leases kept for a retry; past it, those that expire first are dropped. */
-export const MAX_KEPT_RELEASES = 10_000;
+const MAX_KEPT_RELEASES = 10_000;
 
 /** How often, in **ms**, kept releases are tried again while the store does not answer. */
-export const RELEASE_RETRY_MS = 1000;
+const RELEASE_RETRY_MS = 1000;
 
 /**
  * The most leases one retry call carries: each call is bounded by `timeoutMs`, so thousands
  * kept during an outage go as many small calls at once, and one slow call keeps only its own
  * (one call for 5,000 leases timed out as a whole, and again every second).
  */
-export const RELEASE_RETRY_BATCH = 100;
+const RELEASE_RETRY_BATCH = 100;
 
 /**
  * Releases that did not reach the store (it was down, or did not answer in time), kept by

@@ -1,7 +1,7 @@
 import type { CircuitBreaker } from '../call/circuit-breaker.js';
 import type { Lease } from '../algorithms/concurrency.js';
 import { RateLimitConfigError } from '../errors.js';
-import type { Spending } from '../limiter-types.js';
+import type { Spending } from '../model/refund.js';
 import type { StoreOutcome, StorePolicy } from '../stores/store.js';
 import type { RateLimitStore } from '../stores/store.js';
 import { boundedCall } from '../call/store-call.js';
@@ -35,7 +35,10 @@ export function spendingOf(
   return refunds.length > 0 ? { refunds } : undefined;
 }
 
-/** See `RateLimiter.refund`. @throws {RateLimitConfigError} for a store without `refund` */
+/**
+ * See `RateLimiter.refund`.
+ * @throws {RateLimitConfigError} for a store without `refund`, as a rejection
+ */
 export function refundCall(
   store: RateLimitStore,
   bounds: CallBounds,
@@ -43,10 +46,12 @@ export function refundCall(
   indexes: readonly number[] | undefined,
 ): Promise<number> {
   if (typeof store.refund !== 'function') {
-    throw new RateLimitConfigError(
-      'ERR_RATE_LIMIT_STORE_UNSUPPORTED',
-      'this rate-limit store cannot refund: implement RateLimitStore.refund',
-      'RateLimiter.refund',
+    return Promise.reject(
+      new RateLimitConfigError(
+        'ERR_RATE_LIMIT_STORE_UNSUPPORTED',
+        'this rate-limit store cannot refund: implement RateLimitStore.refund',
+        'RateLimiter.refund',
+      ),
     );
   }
   const refunds = spending.refunds
@@ -66,7 +71,7 @@ export function refundCall(
  * lets the next request in, and a breaker opened by other calls says nothing of whether this
  * one would land: it goes to the store, bounded by `timeoutMs`, and a failure is kept for a
  * retry by the caller. Nor does its failure count toward opening the breaker.
- * @throws {RateLimitConfigError} for a store without `release`
+ * @throws {RateLimitConfigError} for a store without `release`, as a rejection
  */
 export function releaseCall(
   store: RateLimitStore,
@@ -74,10 +79,12 @@ export function releaseCall(
   leases: readonly Lease[],
 ): Promise<number> {
   if (typeof store.release !== 'function') {
-    throw new RateLimitConfigError(
-      'ERR_RATE_LIMIT_STORE_UNSUPPORTED',
-      'this rate-limit store cannot release concurrency slots: implement RateLimitStore.release',
-      'RateLimiter.release',
+    return Promise.reject(
+      new RateLimitConfigError(
+        'ERR_RATE_LIMIT_STORE_UNSUPPORTED',
+        'this rate-limit store cannot release concurrency slots: implement RateLimitStore.release',
+        'RateLimiter.release',
+      ),
     );
   }
   if (leases.length === 0) return Promise.resolve(0);

@@ -98,6 +98,20 @@ export interface Policy {
 // The verdicts (Decision, PolicyDecision) live in decision.ts; re-exported here.
 export type { Decision, DenyReason, PolicyDecision } from './decision.js';
 
+/**
+ * One policy of a request, for `RateLimiter.consumeEach`: policies of one request
+ * may limit different identities (the route per IP, the API per user).
+ */
+export interface LimitEntry {
+  /** Who is limited by this policy, e.g. `user:42`. */
+  identity: string;
+  policy: Policy | PolicyInput;
+  /** Units to spend under this policy; default: the policy's `cost`, else the call's. */
+  cost?: number;
+  /** Scope when the policy names none; default: the call's `scope`. */
+  scope?: string;
+}
+
 const NAME_PATTERN = /^[A-Za-z0-9_.-]{1,64}$/;
 const SCOPE_PATTERN = /^[A-Za-z0-9_.\-/]{1,128}$/;
 

@@ -21,10 +21,19 @@ import type { StoreOutcome, StorePolicy, StoreRefund } from '../stores/store.js'
 export type { StoreRefund } from '../stores/store.js';
 
 /**
+ * What a request spent, from `RateLimiter.spend`, to give back with
+ * `RateLimiter.refund`: per entry (by its index in the request's entries) that spent
+ * under its policy's own state.
+ */
+export interface Spending {
+  readonly refunds: readonly { readonly index: number; readonly refund: StoreRefund }[];
+}
+
+/**
  * The mark of a state a request wrote (see {@link StoreRefund.mark}); for token bucket and
  * GCRA, `[tatMs, ticks]` read at `offsetMs` (0 when the TAT is absolute).
  */
-export function markOf(algorithm: PolicyAlgorithm, written: State, offsetMs = 0): number {
+function markOf(algorithm: PolicyAlgorithm, written: State, offsetMs = 0): number {
   if (algorithm === 'fixed-window') return written[1]!;
   if (algorithm === 'sliding-window') return written[0]!;
   return offsetMs + written[0]! + (written[1]! > 0 ? 1 : 0);

@@ -12,10 +12,10 @@ import { parseRate, type RateInput } from '../model/rate.js';
 export const EXEMPT_FIELD = 'exempt';
 
 /** Longest `ttlMs` of an override or exemption: 2^31-1 ms (about 24.8 days). */
-export const MAX_CONTROL_TTL_MS = 2 ** 31 - 1;
+const MAX_CONTROL_TTL_MS = 2 ** 31 - 1;
 
 /** Longest reason, in characters. */
-export const MAX_REASON_LENGTH = 200;
+const MAX_REASON_LENGTH = 200;
 
 const NAME_OR_ANY = /^(\*|[A-Za-z0-9_.-]{1,64})$/;
 

@@ -104,7 +104,7 @@ const BY_TAG = new Map(ALGORITHMS.map((a) => [ALGORITHM_IMPLS[a].tag, a]));
  * under `identityPrefix` (`<prefix>:{<tag>}:`), sorted by key.
  * `known` gives the rate of a policy by scope, name and algorithm, when there is one.
  */
-export function describeSnapshot(
+function describeSnapshot(
   snapshot: StoreSnapshot,
   identityPrefix: string,
   known: (scope: string, name: string, algorithm: PolicyAlgorithm) => KnownPolicy | undefined,

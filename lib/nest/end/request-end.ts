@@ -46,13 +46,9 @@ export class RequestEnds {
         if (failure !== (count === 'failed')) indexes.push(i);
       });
       if (indexes.length === 0) return;
-      // Called from a response's event: a synchronous throw (a store without `refund`)
-      // would be an uncaught exception there.
-      try {
-        this.limiter.refund(spending, indexes).catch(this.failed(route));
-      } catch (error) {
-        this.failed(route)(error);
-      }
+      // Called from a response's event: every failure, a store without `refund` included,
+      // is a rejection, logged here.
+      this.limiter.refund(spending, indexes).catch(this.failed(route));
     };
   }
 
@@ -67,13 +63,8 @@ export class RequestEnds {
     let released: Promise<void> | undefined;
     return () => {
       if (released) return released;
-      try {
-        released = this.limiter.release(leases, takenAt).then(noop, this.failed(route));
-      } catch (error) {
-        // A store without `release`: refused at bootstrap, but never a throw into a response.
-        this.failed(route)(error);
-        released = Promise.resolve();
-      }
+      // A store without `release` (refused at bootstrap) rejects like a failing one.
+      released = this.limiter.release(leases, takenAt).then(noop, this.failed(route));
       return released;
     };
   }

@@ -4,7 +4,7 @@ import type { ExecutionContext } from '@nestjs/common';
  * The class and handler an operation's context names, for logs and user functions that read
  * `ctx.getClass()` / `ctx.getHandler()`: an operation belongs to no resolver.
  */
-export class GraphQLOperation {
+class GraphQLOperation {
   /** Stands for the operation as a whole. */
   operation(): void {}
 }

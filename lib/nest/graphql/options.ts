@@ -83,7 +83,7 @@ export const LIMIT_OPTIONS = ['maxDepth', 'maxHeight', 'maxAliases', 'maxRootFie
 const WHERE = 'RateLimitModule options graphql';
 
 /** The scope of operation budgets in keys: one budget per identity for every operation. */
-export const OPERATION_SCOPE = 'graphql';
+const OPERATION_SCOPE = 'graphql';
 
 /**
  * The budget policies of `options`, declared and checked (at bootstrap).

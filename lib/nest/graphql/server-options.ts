@@ -51,7 +51,7 @@ export class GraphQLServerOptions implements OnModuleInit {
 }
 
 /** `options` with the parser's token limit and, under Apollo, graphql-ws priced. */
-export function serverOptions(costs: OperationCosts, options: Obj, mercurius: boolean): Obj {
+function serverOptions(costs: OperationCosts, options: Obj, mercurius: boolean): Obj {
   const maxTokens = costs.options.maxTokens ?? DEFAULT_MAX_TOKENS;
   const limited = (parseOptions: unknown): Obj => ({
     ...(Number.isFinite(maxTokens) && { maxTokens }),

@@ -4,7 +4,7 @@ import type { Cluster, Redis } from 'ioredis';
 import { announceInstance } from '../../core/stores/redis/instances.js';
 
 /** Default of the module's `announceIntervalMs`: every 10 s. */
-export const DEFAULT_ANNOUNCE_INTERVAL_MS = 10_000;
+const DEFAULT_ANNOUNCE_INTERVAL_MS = 10_000;
 /** An announcement lives this many intervals, so one lost or late announce drops no process. */
 const LIVE_INTERVALS = 3;
 

@@ -21,7 +21,6 @@ import { RateLimitEvents } from '../observability/events.js';
 import type { RateLimitModuleAsyncOptions, RateLimitModuleOptions } from './options.js';
 import { ProblemDetailsFilter } from '../transports/problem-details.js';
 import { RateLimitGuard } from '../pipeline/rate-limit.guard.js';
-import { RateLimitInterceptor } from '../pipeline/rate-limit.interceptor.js';
 import { RateLimitService } from '../operations/rate-limit.service.js';
 import { createResources, type Resources } from './resources.js';
 import { RoutePlanner } from '../plan/planner.js';
@@ -192,7 +191,6 @@ function build(
         : []),
       RateLimitService,
       RateLimitGuard,
-      RateLimitInterceptor,
       RouteCheck,
       GuardCheck,
       ...(global ? [AfterGuardsSetup] : []),
@@ -214,7 +212,6 @@ function build(
       RateLimiter,
       RateLimitService,
       RateLimitGuard,
-      RateLimitInterceptor,
       RoutePlanner,
       RateLimitEvents,
     ],

@@ -40,7 +40,7 @@ const METRIC_PREFIX = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/;
 const BACKEND_ERROR_KINDS: readonly BackendErrorKind[] = ['timeout', 'unavailable', 'error'];
 
 /** Store call durations, in **seconds**: 0.1 ms to 100 ms. */
-export const STORE_DURATION_BUCKETS = [
+const STORE_DURATION_BUCKETS = [
   0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
 ];
 

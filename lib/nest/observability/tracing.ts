@@ -84,10 +84,7 @@ type Decided = { p: PolicyDecision; entry: LimitEntry };
  * policy with the longest wait, else the most restrictive: lowest remaining, ties the
  * longest reset); `ratelimit.policies` names every policy decided (or attempted).
  */
-export function attributesOf(
-  t: Trace,
-  allowed: boolean,
-): Record<string, string | number | string[]> {
+function attributesOf(t: Trace, allowed: boolean): Record<string, string | number | string[]> {
   const outcome = outcomeOf(t, allowed);
   const enforced = decided(t.decision, t.enforcing);
   const shadow = decided(t.shadowDecision, t.shadowEntries);

@@ -17,7 +17,7 @@ export interface Decider {
 }
 
 /** The context Nest builds for an HTTP call of `handler`, with `[request, response]`. */
-export function arrivalContext(
+function arrivalContext(
   type: object,
   handler: object,
   request: object,

@@ -97,7 +97,7 @@ export function handshakeOf(client: object): RequestLike {
  * `client.user` (a `ws` client, or a socket.io one set so), else `client.request.user`
  * (socket.io with Passport as an engine middleware).
  */
-export function userOnSocket(client: object): unknown {
+function userOnSocket(client: object): unknown {
   const c = client as WsClient;
   return c.data?.user ?? c.user ?? c.request?.user;
 }

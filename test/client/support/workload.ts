@@ -11,8 +11,8 @@ import { fileURLToPath } from 'node:url';
 import { createRateLimitedFetch, RateLimitedError } from '../../../lib/client/index.js';
 
 /** The servers' limit: 5 per 1 s. */
-export const LIMIT = 5;
-export const WINDOW_MS = 1000;
+const LIMIT = 5;
+const WINDOW_MS = 1000;
 
 export interface Figures {
   /** Requests the caller got a 2xx for. */
@@ -28,13 +28,13 @@ export interface Figures {
 }
 
 /** The least time `n` requests need at {@link LIMIT} per {@link WINDOW_MS}, ms. */
-export const leastMs = (n: number) => (Math.ceil(n / LIMIT) - 1) * WINDOW_MS;
+const leastMs = (n: number) => (Math.ceil(n / LIMIT) - 1) * WINDOW_MS;
 
 /** The acceptance bound: 1.5× the least time, plus 1 s. */
-export const boundMs = (n: number) => 1.5 * leastMs(n) + 1000;
+const boundMs = (n: number) => 1.5 * leastMs(n) + 1000;
 
 /** A seeded PRNG (mulberry32), so the spread of jitter is the same on every run. */
-export function seeded(seed: number): () => number {
+function seeded(seed: number): () => number {
   let a = seed >>> 0;
   return () => {
     a = (a + 0x6d2b79f5) >>> 0;

@@ -11,7 +11,7 @@ const root = new URL('../../../', import.meta.url);
 const outDir = new URL('test/.doc-blocks/', root);
 
 /** The page's text (path from the repository root, e.g. `docs/guides/testing.md`). */
-export function readPage(page: string): string {
+function readPage(page: string): string {
   return readFileSync(new URL(page, root), 'utf8');
 }
 

@@ -57,7 +57,7 @@ export interface CreateAppOptions {
 
 /** The authentication of {@link CreateAppOptions.authMiddleware}. */
 @Injectable()
-export class AuthMiddleware implements NestMiddleware {
+class AuthMiddleware implements NestMiddleware {
   use(req: { headers: Record<string, unknown>; user?: unknown }, _res: unknown, next: () => void) {
     const id = req.headers['x-user'];
     if (typeof id === 'string') req.user = { id, plan: req.headers['x-plan'] };

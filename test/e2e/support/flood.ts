@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 
 const LOAD = fileURLToPath(new URL('../../../bench/flood/load.ts', import.meta.url));
 
-export interface FloodTally {
+interface FloodTally {
   /** 2xx with rate-limit headers: decided by the store. */
   admitted: number;
   /** 2xx without them: admitted without a decision (fail-open). */

@@ -31,7 +31,7 @@ export type SchemaStyle = 'code-first' | 'schema-first';
 export const runs = { posts: 0, author: 0, me: 0 };
 
 /** Posts returned whatever `first` asks. */
-export const RETURNED = 3;
+const RETURNED = 3;
 
 @ObjectType()
 class Author {
@@ -74,7 +74,7 @@ class CodeFirstResolver {
 }
 
 /** The same schema in SDL, the weight as the IBM directive. */
-export const SDL = `
+const SDL = `
 directive @cost(weight: Int!) on ARGUMENT_DEFINITION | ENUM | FIELD_DEFINITION | INPUT_FIELD_DEFINITION | OBJECT | SCALAR
 directive @listSize(assumedSize: Int, slicingArguments: [String!], sizedFields: [String!], requireOneSlicingArgument: Boolean = true) on FIELD_DEFINITION
 type Author { id: Int! }

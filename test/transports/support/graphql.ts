@@ -55,7 +55,7 @@ export interface GraphQLApp {
   close(): Promise<void>;
 }
 
-export interface GraphQLError {
+interface GraphQLError {
   message: string;
   path?: (string | number)[];
   extensions?: Record<string, unknown>;
@@ -146,7 +146,7 @@ function userFromHeader(app: INestApplication, platform: 'express' | 'fastify'):
 }
 
 /** POSTs `{ query }` as JSON and reads the GraphQL response. */
-export async function postQuery(
+async function postQuery(
   url: string,
   query: string,
   headers: Record<string, string> = {},

@@ -24,7 +24,7 @@ export interface Received {
 }
 
 /** How a connection ended, once it has. */
-export interface Closed {
+interface Closed {
   /** socket.io: the `disconnect` reason; ws: the close code and reason. */
   reason: string;
 }
@@ -39,7 +39,7 @@ export interface TestClient {
   close(): void;
 }
 
-export interface ConnectOptions {
+interface ConnectOptions {
   /** The user id: socket.io sends it in `auth.user`, ws in the `x-user` header. */
   user?: string;
   /** socket.io: sent in `auth.token`. */

@@ -62,7 +62,7 @@ return 1
 `;
 
 /** SHA-1 of {@link INDEX_SCRIPT}, as EVALSHA wants it. */
-export const INDEX_SHA = createHash('sha1').update(INDEX_SCRIPT).digest('hex');
+const INDEX_SHA = createHash('sha1').update(INDEX_SCRIPT).digest('hex');
 
 /** Called with the identity key prefixes (`<prefix>:{<tag>}:`) whose controls may have changed. */
 export type ControlsChanged = (identityPrefixes: readonly string[]) => void;
@@ -250,6 +250,6 @@ function prefixOf(controlKey: string): string {
 }
 
 /** KEYS of {@link INDEX_SCRIPT} for one key prefix. */
-export function indexKeys(prefix: string): [string, string] {
+function indexKeys(prefix: string): [string, string] {
   return [`${prefix}:{ctl index}`, `${prefix}:{ctl index}:v`];
 }

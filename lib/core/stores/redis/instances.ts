@@ -12,7 +12,7 @@ import { isNoScript } from './scripting.js';
  * the set itself expires with its newest member, like every key the limiter writes.
  * Reply: how many processes announced within the last ARGV[2] ms, this one included.
  */
-export const ANNOUNCE_SCRIPT = `
+const ANNOUNCE_SCRIPT = `
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
 local live = tonumber(ARGV[2])

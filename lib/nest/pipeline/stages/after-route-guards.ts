@@ -46,7 +46,7 @@ export function decideAfterGuards(carrier: object, later: Later): void {
  * every app in the process (several apps may share a controller class, and so its
  * metadata): it runs what the app's own guard left on the request, or admits.
  */
-export const AFTER_ROUTE_GUARDS: CanActivate = {
+const AFTER_ROUTE_GUARDS: CanActivate = {
   canActivate(ctx: ExecutionContext): boolean | Promise<boolean> {
     const carrier = ctx.getArgByIndex<Carrier | undefined>(0);
     const later = carrier?.[AFTER_GUARDS];
