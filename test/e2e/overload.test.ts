@@ -115,6 +115,40 @@ describe.each(PLATFORMS)('overload protection on %s', (platform) => {
   }, 60_000);
 });
 
+describe.each(PLATFORMS)('the end of an HTTP call on %s', (platform) => {
+  let app: AppProcess;
+  beforeAll(async () => {
+    app = await AppProcess.start(WORKER, { platform, prefix: uniquePrefix() });
+  }, 60_000);
+  afterAll(() => app?.stop());
+
+  const sheddableInFlight = async () =>
+    overloadSamples(await app.get('/metrics'))[
+      'rate_limit_overload_in_flight{pool="process",priority="sheddable"}'
+    ];
+
+  it('gives a slot back when its response is sent, and when its client leaves while its handler runs', async () => {
+    const left = new AbortController();
+    const gone = fetch(`${app.url}/hold`, { signal: left.signal }).catch(() => 'aborted');
+    const kept = app.get('/hold');
+    while ((await app.get('/held')).body !== 2) {
+      // Polled on the app's own state: both calls have reached their handler.
+    }
+    expect(await sheddableInFlight()).toBe(2);
+    left.abort();
+    expect(await gone).toBe('aborted');
+    while ((await sheddableInFlight()) !== 1) {
+      // Polled on the app's own state: the response's close has reached the app.
+    }
+    // The freed slot admits a sheddable call while the other hold still runs.
+    expect((await app.get('/limited')).status).toBe(200);
+
+    expect((await app.get('/open')).body).toBe(2);
+    expect((await kept).status).toBe(200);
+    expect(await sheddableInFlight()).toBe(0);
+  }, 60_000);
+});
+
 describe.each(PLATFORMS)('the bounded queue (queueMs) on %s', (platform) => {
   let app: AppProcess;
   beforeAll(async () => {
