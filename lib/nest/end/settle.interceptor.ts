@@ -44,7 +44,8 @@ function streamedBody(value: unknown): boolean {
  * `HttpException` status, else 500; HTTP settles from the response (`onSent`).
  *
  * Put on handlers by `@ConcurrencyLimit` and by `@RateLimit` with `count`, first among the
- * handler's (or class's) own interceptors, so that only they pay for an RxJS pipeline.
+ * handler's (or class's) own interceptors, so that only they pay for an RxJS pipeline; under
+ * the `overload` option, on every class of GraphQL, WebSocket or microservice handlers too.
  */
 @Injectable()
 export class RateLimitSettleInterceptor implements NestInterceptor {

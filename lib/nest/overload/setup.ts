@@ -8,9 +8,11 @@ import { RateLimitSettleInterceptor } from '../end/settle.interceptor.js';
 
 /**
  * Under the `overload` option only, at bootstrap: puts `RateLimitSettleInterceptor` first
- * among the interceptors of every class with a handler Nest guards, so that every call's
- * slot is given back when its handler's result settles, on every transport (as
- * `@ConcurrencyLimit` does for its own handlers); reads every handler's `@Priority`,
+ * among the interceptors of every class with a GraphQL, WebSocket or microservice handler
+ * Nest guards, so that the slot of each of their calls is given back when its handler's
+ * result settles (as `@ConcurrencyLimit` does for its own handlers); HTTP routes need none,
+ * their response's end says when (`stages/shed.ts`), and a controller of HTTP routes alone
+ * pays for no RxJS pipeline per request; reads every handler's `@Priority`,
  * `@SkipLoadShedding` and `@OverloadPool`, so an unknown pool fails the start; registers
  * the overload metrics; starts the windows and the event loop's watch, stopped at shutdown.
  *
@@ -25,6 +27,7 @@ export class OverloadSetup implements OnModuleInit, OnApplicationShutdown {
   ) {
     const overload = planner.overload;
     if (overload === undefined) return;
+    const settler = new RateLimitSettleInterceptor();
     const seen = new Set<unknown>();
     const controllers = new Set(discovery.getControllers().map((w) => w.metatype));
     for (const { metatype } of [...discovery.getControllers(), ...discovery.getProviders()]) {
@@ -32,20 +35,24 @@ export class OverloadSetup implements OnModuleInit, OnApplicationShutdown {
       seen.add(metatype);
       const prototype = metatype.prototype as Record<string, unknown> | undefined;
       if (typeof prototype !== 'object' || prototype === null) continue;
-      let guarded = false;
+      let settles = false;
       for (const name of scanner.getAllMethodNames(prototype)) {
         const method = prototype[name];
         if (typeof method !== 'function') continue;
-        if (handlerKind(metatype, method, controllers.has(metatype)) === undefined) continue;
-        guarded = true;
+        const kind = handlerKind(metatype, method, controllers.has(metatype));
+        if (kind === undefined) continue;
+        if (kind !== 'http') settles = true;
         overload.routes.route(metatype, method);
       }
-      if (!guarded) continue;
+      if (!settles) continue;
       const own = (Reflect.getOwnMetadata(NEST_METADATA.interceptors, metatype) ?? []) as unknown[];
-      if (own[0] === RateLimitSettleInterceptor) continue;
+      if (own[0] === RateLimitSettleInterceptor || own[0] instanceof RateLimitSettleInterceptor)
+        continue;
+      // An instance, not the class: Nest made the interceptors its scan of the modules found
+      // before this runs, and leaves out, without a word, a class it has no instance of.
       Reflect.defineMetadata(
         NEST_METADATA.interceptors,
-        [RateLimitSettleInterceptor, ...own.filter((i) => i !== RateLimitSettleInterceptor)],
+        [settler, ...own.filter((i) => i !== RateLimitSettleInterceptor)],
         metatype,
       );
     }

@@ -110,7 +110,7 @@ export class RateLimitGuard implements CanActivate {
       overload === undefined
         ? this.decide(ctx, transport, request, carrier)
         : // Admission first: a shed call spends no rate-limit budget.
-          shed(overload, ctx, () => this.decide(ctx, transport, request, carrier));
+          shed(overload, ctx, transport, () => this.decide(ctx, transport, request, carrier));
     storeOutcome(carrier, deciding);
     const on = carrier;
     return deciding.then((outcome) => {
