@@ -71,10 +71,19 @@ export interface AdaptiveLimitOptions {
 }
 
 /**
- * How calls are admitted against a limit: the hard cap of `critical` calls and the bounded
- * queue of the priorities above `sheddable`.
+ * How calls are admitted against a limit: the hard cap of `critical` calls, the bounded
+ * queue of the priorities above `sheddable`, and the budget of the event loop's turn.
  */
 export interface AdmissionOptions {
+  /**
+   * The event loop's turn budget, in **ms**: a call seen when the loop's current turn has
+   * been busy for longer (it waited that long behind the calls run before it in the turn) is
+   * shed if `sheddable`; above twice this, `normal` calls too; above four times, `high`
+   * calls too; `critical` never. It bounds the queue a CPU-bound handler builds in the
+   * sockets, which the concurrency limit cannot see. `false`: turns are not timed. A number
+   * > 0, or false. Default 5.
+   */
+  maxTurnMs?: number | false;
   /**
    * `critical` calls are admitted while the calls in flight are fewer than this multiple of
    * the limit (the hard cap). A number >= 1. Default 2.
