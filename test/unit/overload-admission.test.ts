@@ -168,6 +168,9 @@ describe('admission by priority', () => {
     expect(untimed.protection.acquire('sheddable')).toBeDefined();
     untimed.clock.work(1000);
     expect(untimed.protection.acquire('sheddable')).toBeDefined();
+    // An event loop not watched is not timed either, unless the budget is set.
+    expect(overloadSettings({ maxEventLoopDelayMs: false })!.pool.maxTurnMs).toBe(Infinity);
+    expect(overloadSettings({ maxEventLoopDelayMs: false, maxTurnMs: 3 })!.pool.maxTurnMs).toBe(3);
     // A bad budget fails with its value.
     expect(() => overloadSettings({ maxTurnMs: 0 })).toThrow(
       'invalid overload.maxTurnMs 0: expected a number of ms > 0, or false',

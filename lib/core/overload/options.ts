@@ -161,7 +161,8 @@ function poolSettings(
   const eventLoopBackoff = get('eventLoopBackoff') ?? 0.9;
   if (!(typeof eventLoopBackoff === 'number' && eventLoopBackoff > 0 && eventLoopBackoff < 1))
     fail(`${at}.eventLoopBackoff`, eventLoopBackoff, 'a number in (0, 1)', where);
-  const turn = get('maxTurnMs') ?? DEFAULT_MAX_TURN_MS;
+  // An event loop not watched is not timed either, unless the budget is set.
+  const turn = get('maxTurnMs') ?? (delay === false ? false : DEFAULT_MAX_TURN_MS);
   if (turn !== false && !(typeof turn === 'number' && turn > 0 && Number.isFinite(turn)))
     fail(`${at}.maxTurnMs`, turn, 'a number of ms > 0, or false', where);
   const criticalCap = get('criticalCap') ?? 2;
