@@ -3,7 +3,8 @@
  * when the test moves time past them.
  */
 import { describe, expect, it } from '@jest/globals';
-import type { OverloadClock, Ticket } from '../../lib/core/overload/admission.js';
+import type { Ticket } from '../../lib/core/overload/admission.js';
+import type { OverloadClock } from '../../lib/core/overload/clock.js';
 import { overloadSettings } from '../../lib/core/overload/options.js';
 import { OverloadProtection, type SheddingEpisode } from '../../lib/core/overload/protection.js';
 import type { OverloadOptions, Priority } from '../../lib/index.js';
@@ -20,8 +21,20 @@ class SteppedClock implements OverloadClock {
   clearTimeout = (handle: unknown) => {
     this.timers = this.timers.filter((t) => t !== handle);
   };
-  /** Moves time by `ms`, running the timers that fall due, in order. */
+  private immediates: (() => void)[] = [];
+  setImmediate = (run: () => void) => {
+    this.immediates.push(run);
+  };
+  /** Moves time by `ms` within the event loop's turn: synchronous work, no timer runs. */
+  work(ms: number): void {
+    this.at += ms;
+  }
+  /**
+   * Ends the event loop's turn (its `setImmediate` callbacks run), then moves time by `ms`,
+   * running the timers that fall due, in order.
+   */
   advance(ms: number): void {
+    for (const run of this.immediates.splice(0)) run();
     const until = this.at + ms;
     for (;;) {
       const next = this.timers.filter((t) => t.due <= until).sort((a, b) => a.due - b.due)[0];
@@ -127,6 +140,41 @@ describe('admission by priority', () => {
     expect(admits()).toEqual([true, false, false, false]);
     protection.update(10);
     expect(admits()).toEqual([true, true, true, true]);
+  });
+
+  it("sheds by how long the event loop's turn has been busy: sheddable above maxTurnMs, normal above twice it, high above four times it; critical never", () => {
+    const { protection, clock } = fixed(100, { maxTurnMs: 5 });
+    const admits = () =>
+      (['critical', 'high', 'normal', 'sheddable'] as const).map((p) => {
+        const t = protection.acquire(p) as Ticket | undefined;
+        t?.drop();
+        return t !== undefined;
+      });
+    // The turn is timed from its first call; each step below is synchronous work in it.
+    expect(admits()).toEqual([true, true, true, true]);
+    clock.work(5);
+    expect(admits()).toEqual([true, true, true, true]);
+    clock.work(0.5);
+    expect(admits()).toEqual([true, true, true, false]);
+    clock.work(5);
+    expect(admits()).toEqual([true, true, false, false]);
+    clock.work(10);
+    expect(admits()).toEqual([true, false, false, false]);
+    // A new turn starts afresh, however long the last one was.
+    clock.advance(0);
+    expect(admits()).toEqual([true, true, true, true]);
+    // Not timed: a turn of any length sheds nothing.
+    const untimed = fixed(100, { maxTurnMs: false });
+    expect(untimed.protection.acquire('sheddable')).toBeDefined();
+    untimed.clock.work(1000);
+    expect(untimed.protection.acquire('sheddable')).toBeDefined();
+    // An event loop not watched is not timed either, unless the budget is set.
+    expect(overloadSettings({ maxEventLoopDelayMs: false })!.pool.maxTurnMs).toBe(Infinity);
+    expect(overloadSettings({ maxEventLoopDelayMs: false, maxTurnMs: 3 })!.pool.maxTurnMs).toBe(3);
+    // A bad budget fails with its value.
+    expect(() => overloadSettings({ maxTurnMs: 0 })).toThrow(
+      'invalid overload.maxTurnMs 0: expected a number of ms > 0, or false',
+    );
   });
 
   it('lets go of a call still counted after leaseMs', () => {

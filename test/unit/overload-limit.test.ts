@@ -13,9 +13,23 @@ function limiter(options: OverloadOptions = {}): Gradient2Limit {
 
 /** Closes `windows` windows of 20 calls each at `rttMs`, the limit full; the limits after each. */
 function run(g: Gradient2Limit, windows: number, rttMs: number, delayMs?: number): number[] {
+  return runWanting(g, windows, rttMs, Infinity, delayMs);
+}
+
+/**
+ * Closes `windows` windows of 20 calls each at `rttMs`, with `want` calls wanting in (as
+ * many in flight as the limit lets in); the limits after each.
+ */
+function runWanting(
+  g: Gradient2Limit,
+  windows: number,
+  rttMs: number,
+  want: number,
+  delayMs?: number,
+): number[] {
   const limits: number[] = [];
   for (let w = 0; w < windows; w++) {
-    for (let i = 0; i < 20; i++) g.sample(rttMs, g.limit);
+    for (let i = 0; i < 20; i++) g.sample(rttMs, Math.min(want, g.limit));
     limits.push(g.update(delayMs));
   }
   return limits;
@@ -58,14 +72,14 @@ describe('Gradient2Limit', () => {
   it('does not oscillate on a steady load: the limit settles and stays', () => {
     const g = limiter({ initialLimit: 20 });
     const limits: number[] = [];
-    // 30 calls in flight at 10 ms, whatever the limit: it grows until 30 fill less than half.
+    // 30 calls in flight at 10 ms, whatever the limit: it grows by its whole headroom while
+    // full at the usual latency, then, once 30 no longer reach it, settles at twice the peak.
     for (let w = 0; w < 1000; w++) {
       for (let i = 0; i < 20; i++) g.sample(10, 30);
       limits.push(g.update());
     }
-    const settled = limits.slice(100);
-    expect(new Set(settled)).toEqual(new Set([61]));
-    for (let i = 1; i < 100; i++) expect(limits[i]!).toBeGreaterThanOrEqual(limits[i - 1]!);
+    expect(limits.slice(0, 8)).toEqual([24, 29, 34, 47, 53, 56, 58, 60]);
+    expect(new Set(limits.slice(8))).toEqual(new Set([60]));
   });
 
   it('keeps the limit where latency grows with concurrency past a capacity (a queue)', () => {
@@ -98,41 +112,38 @@ describe('Gradient2Limit', () => {
     expect(run(unwatched, 3, 10, 10_000)).toEqual([100, 100, 100]);
   });
 
-  it('keeps the limit when the load fills less than half of it (the app, not the limit, bounds it)', () => {
+  it('comes down to twice the peak in flight of the last 10 windows when the load does not reach it (app-limited), and keeps it while too few calls are in flight to judge a slow latency', () => {
     const g = limiter({ initialLimit: 100, maxLimit: 200 });
-    for (let w = 0; w < 20; w++) {
-      for (let i = 0; i < 20; i++) g.sample(w < 10 ? 10 : 100, 40);
-      expect(g.update()).toBe(100);
-    }
+    expect(runWanting(g, 3, 10, 40)).toEqual([80, 80, 80]);
+    // The peak of 40 is remembered for 10 windows, then the cap is 2 × 10.
+    expect(runWanting(g, 12, 10, 10)).toEqual([80, 80, 80, 80, 80, 80, 80, 80, 80, 20, 20, 20]);
+    expect(runWanting(g, 5, 100, 5)).toEqual([20, 20, 20, 20, 20]);
+    // A window without a call counts a peak of 0: an idle process is at the floor.
+    const idle = limiter();
+    expect(idle.update()).toBe(5);
   });
 
-  it('returns to initialLimit (the unloaded limit) by halving the gap per quiet window once the load drops', () => {
+  it('opens up from the floor by its whole headroom per window while full at the usual latency', () => {
     const g = limiter();
-    run(g, 20, 10);
+    for (let w = 0; w < 12; w++) g.update();
+    // 50 calls want in at once, at the same 10 ms: 10 windows (1 s) to hold them, then twice.
+    const limits = runWanting(g, 15, 10, 50);
+    expect(limits).toEqual([7, 9, 13, 16, 20, 25, 30, 35, 41, 48, 55, 77, 88, 94, 97]);
+  });
+
+  it("returns to the unloaded limit (twice the light load's peak) once the load drops, halving the gap per app-limited window", () => {
+    const g = limiter();
+    expect(runWanting(g, 20, 10, 8).at(-1)).toBe(16);
     // An overload: the event loop late until the floor.
-    expect(run(g, 30, 10, 500).at(-1)).toBe(5);
-    // The load drops: 2 calls in flight at the unloaded latency, under half of the limit.
-    const back: number[] = [];
-    for (let w = 0; w < 6; w++) {
-      for (let i = 0; i < 20; i++) g.sample(10, 2);
-      back.push(g.update(0));
-    }
-    // 5 → 12.5 → 16.25 → 18.1 → 20 (within 1: snapped), then kept.
-    expect(back).toEqual([12, 16, 18, 20, 20, 20]);
-    // A window without a call is quiet too; a limit grown above initialLimit is kept.
-    const grown = limiter({ initialLimit: 20 });
-    for (let w = 0; w < 200; w++) {
-      for (let i = 0; i < 20; i++) grown.sample(10, 30);
-      grown.update();
-    }
-    expect(grown.limit).toBe(61);
-    expect(grown.update()).toBe(61);
+    expect(runWanting(g, 30, 10, 8, 500).at(-1)).toBe(5);
+    // The light load again: 8 calls want in, at the unloaded latency.
+    expect(runWanting(g, 8, 10, 8, 0)).toEqual([7, 9, 12, 14, 16, 16, 16, 16]);
   });
 
   it('keeps a lowered limit while the quiet load still sees a latency past the tolerance', () => {
     const g = limiter();
     run(g, 20, 10);
-    run(g, 30, 10, 500);
+    expect(run(g, 60, 10, 500).at(-1)).toBe(5);
     for (let w = 0; w < 5; w++) {
       for (let i = 0; i < 20; i++) g.sample(40, 1);
       expect(g.update(0)).toBe(5);

@@ -8,7 +8,7 @@
  * libuv does: the timers due first (the event-loop delay histogram every 10 ms, the
  * protection's window every `windowMs`, the admission queue's timers), then every callback
  * ready when the turn began, one after the other; what arrives meanwhile waits for the next
- * turn. Each callback costs loop time:
+ * turn; then the `setImmediate` callbacks (the check phase). Each callback costs loop time:
  *
  * - `cpu`: an admitted call is 2 ms of CPU (its handler, synchronous), a shed call
  *   `SHED_COST_MS` (read, route, answer 503). Capacity: 500 calls/s.
@@ -20,7 +20,8 @@
  * the mean gap between the 10 ms histogram timer's runs beyond 10 ms, or how late the window's
  * own timer ran, whichever is larger.
  */
-import type { OverloadClock, Ticket } from '../../lib/core/overload/admission.js';
+import type { Ticket } from '../../lib/core/overload/admission.js';
+import type { OverloadClock } from '../../lib/core/overload/clock.js';
 import { overloadSettings } from '../../lib/core/overload/options.js';
 import { OverloadProtection } from '../../lib/core/overload/protection.js';
 import type { OverloadOptions, Priority } from '../../lib/index.js';
@@ -146,6 +147,8 @@ export function simulate(work: Work, phases: Phase[], options: OverloadOptions =
   /** Loop timers due and not run yet, and the sockets' callbacks ready. */
   const dueTimers: Timer[] = [];
   const ready: (() => number)[] = [];
+  /** `setImmediate` callbacks: run once the turn's callbacks are over (its check phase). */
+  const immediates: (() => void)[] = [];
 
   /** A loop timer: it runs in the first turn after `at`, unless cleared. */
   const loopTimer = (at: number, run: () => void) => {
@@ -158,6 +161,9 @@ export function simulate(work: Work, phases: Phase[], options: OverloadOptions =
     setTimeout: (run, ms) => loopTimer(now + ms, run),
     clearTimeout: (handle) => {
       (handle as Timer).cleared = true;
+    },
+    setImmediate: (run) => {
+      immediates.push(run);
     },
   };
 
@@ -322,6 +328,7 @@ export function simulate(work: Work, phases: Phase[], options: OverloadOptions =
       callback();
     }
     background(now);
+    for (const run of immediates.splice(0)) run();
     turn = now;
   }
   return result;

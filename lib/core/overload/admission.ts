@@ -1,20 +1,8 @@
 import { Gradient2Limit } from './gradient.js';
+import type { OverloadClock } from './clock.js';
 import type { PoolSettings } from './options.js';
+import type { LoopTurn } from './turn.js';
 import { rankOf, type Priority } from './types.js';
-
-/** Time and timers, injected so that tests step them. Durations in **ms**. */
-export interface OverloadClock {
-  now(): number;
-  setTimeout(callback: () => void, ms: number): unknown;
-  clearTimeout(handle: unknown): void;
-}
-
-/** Node's clock and timers. */
-export const SYSTEM_CLOCK: OverloadClock = {
-  now: () => performance.now(),
-  setTimeout: (callback, ms) => setTimeout(callback, ms),
-  clearTimeout: (handle) => clearTimeout(handle as ReturnType<typeof setTimeout>),
-};
 
 /** What a pool reports as it admits and sheds, for metrics and logs. */
 export interface AdmissionListener {
@@ -52,8 +40,10 @@ type Queues = [Waiter[], Waiter[], Waiter[]];
 /**
  * One pool's admission: calls in flight per priority against an adaptive limit
  * ({@link Gradient2Limit}). Rules, per call of priority `p`, with `limit` the pool's limit
- * and `level` the event loop's pressure (0 below `maxEventLoopDelayMs`, 1 above it, 2 above
- * twice it, 3 above four times it):
+ * and `level` the event loop's pressure, the higher of two: its delay over the last window
+ * (0 below `maxEventLoopDelayMs`, 1 above it, 2 above twice it, 3 above four times it), and
+ * how long its current turn has been busy when the call is seen ({@link LoopTurn}: 0 up to
+ * `maxTurnMs`, 1 above it, 2 above twice it, 3 above four times it):
  *
  * - `critical`: admitted while fewer than `ceil(criticalCap × limit)` calls are in flight,
  *   else shed; never queued, never shed for the event loop;
@@ -84,6 +74,7 @@ export class AdmissionPool {
     private readonly settings: PoolSettings,
     private readonly clock: OverloadClock,
     private readonly listener: AdmissionListener,
+    private readonly turn?: LoopTurn,
   ) {
     this.limiter = new Gradient2Limit(settings);
   }
@@ -105,11 +96,15 @@ export class AdmissionPool {
   acquire(priority: Priority): Ticket | undefined | Promise<Ticket | undefined> {
     const rank = rankOf(priority);
     const limit = this.limiter.limit;
+    // Read for every call, critical included, so the turn is timed from its first call.
+    const busy = this.turn?.busyMs() ?? 0;
     if (rank === 3) {
       if (this.total < Math.ceil(this.settings.criticalCap * limit)) return this.admit(priority);
       return this.shed(priority);
     }
-    if (this.level > rank) return this.shed(priority);
+    if (this.level > rank || turnLevel(busy, this.settings.maxTurnMs) > rank) {
+      return this.shed(priority);
+    }
     if (this.total < limit && !this.waitingAtOrAbove(rank)) return this.admit(priority);
     if (rank === 0 || this.settings.queueMs === 0) return this.shed(priority);
     return this.enqueue(priority, rank);
@@ -216,6 +211,12 @@ export class AdmissionPool {
     if (ticket === undefined) this.listener.shed(this.name, waiter.priority);
     waiter.resolve(ticket);
   }
+}
+
+/** The pressure of a turn busy for `busyMs`, against `maxTurnMs` (both in **ms**): 0 to 3. */
+function turnLevel(busyMs: number, maxTurnMs: number): number {
+  if (busyMs <= maxTurnMs) return 0;
+  return busyMs > 4 * maxTurnMs ? 3 : busyMs > 2 * maxTurnMs ? 2 : 1;
 }
 
 class PoolTicket implements Ticket {

@@ -22,6 +22,8 @@ export interface PoolSettings {
   /** `Infinity` when the event loop is not watched. */
   readonly maxEventLoopDelayMs: number;
   readonly eventLoopBackoff: number;
+  /** `Infinity` when the loop's turns are not timed. */
+  readonly maxTurnMs: number;
   readonly criticalCap: number;
   readonly queueMs: number;
   readonly maxQueued: number;
@@ -41,6 +43,9 @@ export interface OverloadSettings {
 }
 
 const sqrt = (limit: number) => Math.sqrt(limit);
+
+/** `maxTurnMs`'s default, in **ms**. */
+const DEFAULT_MAX_TURN_MS = 5;
 
 /**
  * The `overload` option checked, with its defaults; undefined when it is off (`undefined`
@@ -156,6 +161,10 @@ function poolSettings(
   const eventLoopBackoff = get('eventLoopBackoff') ?? 0.9;
   if (!(typeof eventLoopBackoff === 'number' && eventLoopBackoff > 0 && eventLoopBackoff < 1))
     fail(`${at}.eventLoopBackoff`, eventLoopBackoff, 'a number in (0, 1)', where);
+  // An event loop not watched is not timed either, unless the budget is set.
+  const turn = get('maxTurnMs') ?? (delay === false ? false : DEFAULT_MAX_TURN_MS);
+  if (turn !== false && !(typeof turn === 'number' && turn > 0 && Number.isFinite(turn)))
+    fail(`${at}.maxTurnMs`, turn, 'a number of ms > 0, or false', where);
   const criticalCap = get('criticalCap') ?? 2;
   if (!(typeof criticalCap === 'number' && criticalCap >= 1 && Number.isFinite(criticalCap)))
     fail(`${at}.criticalCap`, criticalCap, 'a finite number >= 1', where);
@@ -183,6 +192,7 @@ function poolSettings(
     headroom: headroom!,
     maxEventLoopDelayMs: delay === false ? Infinity : delay,
     eventLoopBackoff,
+    maxTurnMs: turn === false ? Infinity : turn,
     criticalCap,
     queueMs,
     maxQueued,

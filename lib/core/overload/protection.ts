@@ -1,5 +1,7 @@
-import { AdmissionPool, SYSTEM_CLOCK, type OverloadClock, type Ticket } from './admission.js';
+import { AdmissionPool, type Ticket } from './admission.js';
+import { SYSTEM_CLOCK, type OverloadClock } from './clock.js';
 import type { OverloadSettings } from './options.js';
+import { LoopTurn } from './turn.js';
 import { PRIORITIES, type Priority } from './types.js';
 
 /** How long without a shed call ends a shedding episode, in **ms**. */
@@ -60,9 +62,12 @@ export class OverloadProtection {
       waited: (pool: string, priority: Priority, waitedMs: number, admitted: boolean) =>
         listener.waited?.(pool, priority, waitedMs, admitted),
     };
-    this.pools.set(PROCESS_POOL, new AdmissionPool(PROCESS_POOL, settings.pool, clock, told));
+    // One event loop: its turn is timed once for every pool.
+    const timed = [settings.pool, ...settings.pools.values()].some((p) => p.maxTurnMs !== Infinity);
+    const turn = timed ? new LoopTurn(clock) : undefined;
+    this.pools.set(PROCESS_POOL, new AdmissionPool(PROCESS_POOL, settings.pool, clock, told, turn));
     for (const [name, pool] of settings.pools) {
-      this.pools.set(name, new AdmissionPool(name, pool, clock, told));
+      this.pools.set(name, new AdmissionPool(name, pool, clock, told, turn));
     }
   }
 

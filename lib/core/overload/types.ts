@@ -26,7 +26,11 @@ export function isPriority(value: unknown): value is Priority {
 export interface AdaptiveLimitOptions {
   /** The limit before any window has been measured. An integer >= 1. Default 20. */
   initialLimit?: number;
-  /** The floor: the limit never goes below it. An integer >= 1. Default 5. */
+  /**
+   * The floor: the limit never goes below it, and an idle process is at it (the limit is
+   * capped at twice the most calls in flight of the last 10 windows, the app-limited cap,
+   * and never below this): the calls admitted from cold. An integer >= 1. Default 5.
+   */
   minLimit?: number;
   /** The ceiling: the limit never goes above it. An integer >= `minLimit`. Default 1000. */
   maxLimit?: number;
@@ -63,7 +67,8 @@ export interface AdaptiveLimitOptions {
    * resolution), above which the process counts as overloaded whatever the latencies say:
    * the limit is multiplied by `eventLoopBackoff` each such window, and `sheddable` calls
    * are shed; above twice this delay `normal` calls too, above four times `high` calls too.
-   * `false`: the event loop is not watched. Default 50.
+   * `false`: the event loop is not watched (nor its turns timed, unless `maxTurnMs` is set).
+   * Default 50.
    */
   maxEventLoopDelayMs?: number | false;
   /** The limit's factor per window while the event loop is late. A number in (0, 1). Default 0.9. */
@@ -71,10 +76,19 @@ export interface AdaptiveLimitOptions {
 }
 
 /**
- * How calls are admitted against a limit: the hard cap of `critical` calls and the bounded
- * queue of the priorities above `sheddable`.
+ * How calls are admitted against a limit: the hard cap of `critical` calls, the bounded
+ * queue of the priorities above `sheddable`, and the budget of the event loop's turn.
  */
 export interface AdmissionOptions {
+  /**
+   * The event loop's turn budget, in **ms**: a call seen when the loop's current turn has
+   * been busy for longer (it waited that long behind the calls run before it in the turn) is
+   * shed if `sheddable`; above twice this, `normal` calls too; above four times, `high`
+   * calls too; `critical` never. It bounds the queue a CPU-bound handler builds in the
+   * sockets, which the concurrency limit cannot see. `false`: turns are not timed. A number
+   * > 0, or false. Default 5; false when `maxEventLoopDelayMs` is false.
+   */
+  maxTurnMs?: number | false;
   /**
    * `critical` calls are admitted while the calls in flight are fewer than this multiple of
    * the limit (the hard cap). A number >= 1. Default 2.

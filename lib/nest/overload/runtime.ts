@@ -1,5 +1,5 @@
 import type { ExecutionContext } from '@nestjs/common';
-import { SYSTEM_CLOCK, type OverloadClock } from '../../core/overload/admission.js';
+import { SYSTEM_CLOCK, type OverloadClock } from '../../core/overload/clock.js';
 import { overloadSettings, type OverloadSettings } from '../../core/overload/options.js';
 import { OverloadProtection, type SheddingEpisode } from '../../core/overload/protection.js';
 import { isPriority, type Priority } from '../../core/overload/types.js';
