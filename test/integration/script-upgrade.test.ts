@@ -2,7 +2,14 @@ import { afterAll, describe, expect, it } from '@jest/globals';
 import type { Redis } from 'ioredis';
 import { createHash, randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { RateLimiter, RedisStore, type Algorithm, type PolicyInput } from '../../lib/index.js';
+import {
+  ALGORITHMS,
+  RateLimiter,
+  RedisStore,
+  type Algorithm,
+  type PolicyInput,
+} from '../../lib/index.js';
+import type { Spending } from '../../lib/core/limiter-types.js';
 import { CONSUME_SCRIPT, CONSUME_SHA } from '../../lib/core/stores/redis/lua/consume.js';
 import { REFUND_SCRIPT, REFUND_SHA } from '../../lib/core/stores/redis/lua/refund.js';
 import { concurrencySuite } from '../conformance/concurrency.js';
@@ -46,8 +53,11 @@ const settle = (p: Promise<unknown>): Promise<Settled> =>
 interface Twin {
   /** The client RedisStore is given: reads go to `b`; scripts and writes to both. */
   readonly client: Redis;
-  /** Calls of the consume or refund script so far, and those whose replies differed. */
-  readonly calls: { sha: string; keys: string[]; old: Settled; current: Settled }[];
+  /**
+   * Calls of the consume or refund script so far. `raced`: a key of the call could expire in
+   * Redis' own time between the two runs (see {@link twin}).
+   */
+  readonly calls: { sha: string; keys: string[]; old: Settled; current: Settled; raced: boolean }[];
   readonly a: Redis;
   readonly b: Redis;
   /**
@@ -80,15 +90,27 @@ function twin(): Twin {
         return fromB;
       }
       const [, numKeys, ...rest] = args as [string, number, ...(string | number)[]];
-      const oldOnA = turn++ % 2 === 0;
+      const keys = rest.slice(0, numKeys).map(String);
+      // Each policy key and its block. Redis expires keys on its own clock whatever the test
+      // clock says, and some suites write TTLs of 1 or 2 ms (1000/s): such a key may lapse on
+      // one copy and not the other between the two runs. Such a call is told apart (raced),
+      // and the copies made alike again.
+      const watched = keys.flatMap((key) => [key, `${key}:b`]);
       const sentAt = performance.now();
+      const [ttlsA, ttlsB] = await Promise.all([pttls(a, watched), pttls(b, watched)]);
+      const oldOnA = turn++ % 2 === 0;
       const [onA, onB] = await Promise.all([
         settle(a.eval(oldOnA ? old : NEW.get(sha)!, numKeys, ...rest)),
         settle(b.eval(oldOnA ? NEW.get(sha)! : old, numKeys, ...rest)),
       ]);
-      self.spreadMs = Math.max(self.spreadMs, Math.ceil(performance.now() - sentAt) + 1);
-      const keys = rest.slice(0, numKeys).map(String);
-      calls.push({ sha, keys, old: oldOnA ? onA : onB, current: oldOnA ? onB : onA });
+      const tookMs = Math.ceil(performance.now() - sentAt) + 1;
+      self.spreadMs = Math.max(self.spreadMs, tookMs);
+      const lapses = (ttl: number) => ttl >= 0 && ttl <= tookMs;
+      const raced = watched.some(
+        (_, k) => lapses(ttlsA[k]!) || lapses(ttlsB[k]!) || ttlsA[k]! < 0 !== ttlsB[k]! < 0,
+      );
+      if (raced) await copyAcross(b, a, watched);
+      calls.push({ sha, keys, old: oldOnA ? onA : onB, current: oldOnA ? onB : onA, raced });
       if (!onB.ok) throw new Error(onB.error);
       return onB.value;
     };
@@ -101,6 +123,21 @@ function twin(): Twin {
   });
   const self: Twin = { client, calls, a, b, spreadMs: 0 };
   return self;
+}
+
+async function pttls(c: Redis, keys: readonly string[]): Promise<number[]> {
+  const replies = (await keys.reduce((p, key) => p.pttl(key), c.pipeline()).exec()) ?? [];
+  return replies.map(([, ttl]) => ttl as number);
+}
+
+/** Makes `to`'s copy of `keys` what `from` holds, TTLs included. */
+async function copyAcross(from: Redis, to: Redis, keys: readonly string[]): Promise<void> {
+  for (const key of keys) {
+    const [dump, ttl] = await Promise.all([from.dumpBuffer(key), from.pttl(key)]);
+    await to.del(key);
+    // -1: no TTL (restored without one); 0 or -2: gone, or going.
+    if (dump && (ttl === -1 || ttl > 0)) await to.restore(key, Math.max(ttl, 0), dump);
+  }
 }
 
 /** Both databases' copy of every key under `prefix`: value and absolute expiry (ms). */
@@ -146,14 +183,44 @@ describe('state written by the script of bac346b is read and decided alike by th
   describe('refunds', () => refundSuite(kind));
   describe('concurrency', () => concurrencySuite(kind));
 
+  // Spendings and refunds in every order the suites do not try: refunds into the window
+  // that spent, the one after, long after; of costs up to 3; stacked with a penalty.
+  it.each(ALGORITHMS)('%s: random spendings and refunds', async (algorithm) => {
+    let now = 1_800_000_000_000;
+    const limiter = new RateLimiter({
+      store: new RedisStore({ client: t.client, clock: () => now }),
+      prefix: `ur${randomUUID().slice(0, 8)}`,
+      timeoutMs: 5000,
+    });
+    const entries = [
+      { identity: 'w', policy: { name: 'a', rate: '5/10s', algorithm } },
+      { identity: 'w', policy: { name: 'b', rate: '7/13s', algorithm, block: 4000 } },
+    ];
+    let seed = 7;
+    const random = (n: number) => (seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31) % n;
+    const held: Spending[] = [];
+    for (let i = 0; i < 300; i++) {
+      now += [0, 1, 7, 450, 2999, 6500][random(6)]!;
+      const { spending } = await limiter.spend(entries, { cost: 1 + random(3) });
+      if (spending) held.push(spending);
+      if (held.length > 0 && random(3) === 0) {
+        await limiter.refund(held.splice(random(held.length), 1)[0]!, random(2) ? [0] : undefined);
+      }
+    }
+  });
+
   it('the old and the new script replied alike to every one of those calls', () => {
     const consumes = t.calls.filter((c) => c.sha === CONSUME_SHA).length;
     const refunds = t.calls.filter((c) => c.sha === REFUND_SHA).length;
     // Enough calls of each script that every branch ran (the suites make them).
     expect(consumes).toBeGreaterThan(1000);
     expect(refunds).toBeGreaterThan(10);
-    const differed = t.calls.filter((c) => JSON.stringify(c.old) !== JSON.stringify(c.current));
+    const differed = t.calls.filter(
+      (c) => !c.raced && JSON.stringify(c.old) !== JSON.stringify(c.current),
+    );
     expect(differed).toEqual([]);
+    // The calls a key's own expiry may have raced are few (the 1000/s policies).
+    expect(t.calls.filter((c) => c.raced).length).toBeLessThan(t.calls.length / 10);
     // Both scripts answered, errors included: no call failed on either.
     expect(t.calls.filter((c) => !c.old.ok || !c.current.ok)).toEqual([]);
   });
@@ -163,6 +230,8 @@ describe('state written by the script of bac346b is read and decided alike by th
     ['gcra', '1000/h', undefined],
     // A whole number of ms per unit: only the expiry moves, the value stays (PEXPIRE).
     ['gcra', '100/100s', 20],
+    // An emission interval of 514285.71 ms: the value holds the sub-ms credit.
+    ['gcra', '7/h', 5],
     ['sliding-window', '1000/d', undefined],
   ] as [Algorithm, string, number | undefined][])(
     'on the server clock, %s %s (burst %s): the same states, stacked with a penalty',

@@ -44,8 +44,9 @@ export const evaluateGcra: Evaluate = (state, now, { limit, periodMs: P, capacit
  *
  * `decide` reads the consume script's locals `key`, `limit`, `period_ms`, `capacity`,
  * `cost`, `clock` (a test clock's ms, or nil), `now` and `override_until` (set under an
- * override), and sets `debt` (as it stood: the reply), `denies`, and when it spends,
- * `value` and `ttl_ms`, or `keep_value` when only the expiry moves.
+ * override), and sets `debt` (as it stood: the reply); when it refuses, `denies` (and clears
+ * `all_admit`); when it spends, `value` and `ttl_ms`, or `keep_value` when only the expiry
+ * moves.
  */
 const decide = `
 local debt, tolerance = 0, capacity * period_ms
@@ -72,7 +73,7 @@ else
 end
 if debt < 0 then debt = 0 elseif debt > tolerance then debt = tolerance end
 local need = cost * period_ms
-if debt + need > tolerance then denies = true
+if debt + need > tolerance then all_admit, denies = false, true
 elseif cost > 0 then
   local owed = debt + need
   ttl_ms = ceil(owed / limit)

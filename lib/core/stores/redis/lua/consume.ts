@@ -98,27 +98,28 @@ local arg = 2
 for i = 1, policy_count do
   local key = KEYS[i]
   ${PARSE_POLICY_LUA.trim().replace(/\n/g, '\n  ')}
-  local spends = cost > 0
+  -- The cost asked, before an exemption makes it 0: only a request that spends starts, extends
+  -- or lifts a block (compared there, so that a policy without one pays for no comparison).
+  local asked = cost
   -- Set by the algorithm's branch: the new value and its TTL in ms, or keep_value when only
-  -- the expiry moves; whether its own state denies.
+  -- the expiry moves; whether its own state denies (which also clears all_admit).
   local value, ttl_ms, keep_value, denies
   local override_until, control_applied
   ${CONTROL_LUA.trim().replace(/\n/g, '\n  ')}
   ${luaDispatch(branchOf, '  ')}
-  if denies then all_admit = false end
   if block_ms then
     -- The policy's block, <policy key>:b (see penalty.ts): its expiry is the block's end,
     -- or on a test clock its value. Exemptions and overrides set it aside and lift it.
     local block_key = KEYS[i] .. ':b'
     if control_applied then
-      if writes_penalties and spends then call('DEL', block_key) end
+      if writes_penalties and asked > 0 then call('DEL', block_key) end
     else
       local left
       if clock then left = (tonumber(call('GET', block_key)) or 0) - clock
       else left = call('PTTL', block_key) end
       if left > 0 then
         all_admit, ttl_ms = false, nil
-        if block_extends and writes_penalties and spends then
+        if block_extends and writes_penalties and asked > 0 then
           -- pcall: a store that cannot write (OOM, read-only) still refuses; the block
           -- just does not start again.
           redis.pcall('SET', block_key, fmt('%d', (clock or 0) + block_ms), 'PX', fmt('%d', block_ms))
@@ -126,7 +127,7 @@ for i = 1, policy_count do
         end
         effects = effects or {}
         effects[i] = 'b' .. left
-      elseif denies and spends then
+      elseif denies and asked > 0 then
         block_starts = block_starts or {}
         block_starts[block_start_count + 1], block_starts[block_start_count + 2] = block_key, block_ms
         block_starts[block_start_count + 3] = block_resets and KEYS[i] or false
@@ -200,7 +201,7 @@ local stored = call('GET', key)
 ${form.decide.trim()}
 local admits
 admits, value, ttl_ms = decide(stored, now, limit, period_ms, cost)
-if not admits then denies = true end
+if not admits then all_admit, denies = false, true end
 reply = reply or {}
 reply[reply_count + 1], reply[reply_count + 2] = stored, now
 reply_count = reply_count + 2`;
@@ -216,7 +217,7 @@ local held, last = lease_read(key, now)
 reply = reply or {}
 reply[reply_count + 1], reply[reply_count + 2] = held, last > now and last - now or 0
 reply_count = reply_count + 2
-if held + cost > limit then denies = true
+if held + cost > limit then all_admit, denies = false, true
 elseif cost > 0 and commit then
   lease_takes = lease_takes or {}
   lease_takes[lease_take_count + 1], lease_takes[lease_take_count + 2] = key, lease_id

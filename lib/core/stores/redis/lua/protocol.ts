@@ -102,14 +102,19 @@ export function luaCodeIs(which: (form: LuaForm) => boolean): string {
   return codes.length === 0 ? 'false' : codes.map((c) => `code == ${c}`).join(' or ');
 }
 
-/** The hot path first: one comparison for a debt (token bucket, GCRA), the most common. */
-const KIND_ORDER: readonly LuaForm['kind'][] = ['debt', 'value', 'leases'];
+/**
+ * The order of the branches, each one comparison more than the one before: debts first (one
+ * comparison for token bucket, the default, two for GCRA), then leases (a concurrency limit
+ * stacked on a rate: its branch was first before the codes had a table of their own), then the
+ * windows, whose own work (`TIME`, parsing) dwarfs a comparison.
+ */
+const KIND_ORDER: readonly LuaForm['kind'][] = ['debt', 'leases', 'value'];
 
 /**
  * Lua: `if code == ... then <branch> elseif ... else <error reply> end`, run once per
  * policy. The branch of each algorithm is `branchOf(form)` (undefined: none, so its code
  * is an error reply too); algorithms whose branches are the same text share one (token
- * bucket and GCRA), and debts come first.
+ * bucket and GCRA), in {@link KIND_ORDER}.
  * @param indent put before every line but the first
  */
 export function luaDispatch(
