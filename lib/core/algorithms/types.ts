@@ -96,7 +96,7 @@ export interface ValueForm {
   /**
    * A Lua chunk defining `local function refund(stored, mark, cost)`: the value once `cost`
    * is given back to the request that spent at `mark` (see `model/refund.ts`), or nil when
-   * nothing is owed.
+   * nothing is owed. It may use the refund script's locals `fmt`, `find`, `sub`, `max`.
    */
   readonly refund: string;
 }
