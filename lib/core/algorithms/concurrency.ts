@@ -46,8 +46,8 @@ export function newLeaseId(): string {
  * `now` is read on), params `limit` = slots, `periodMs` = leaseMs, `cost` 0 or 1.
  */
 export const concurrency: AlgorithmImpl = {
-  code: 5,
   tag: CONCURRENCY_TAG,
+  lua: { kind: 'leases' },
   evaluate(state, now, { limit, periodMs, cost }) {
     const held = state?.[0] ?? 0;
     const last = Math.max(now, state?.[1] ?? now);

@@ -22,26 +22,41 @@ const evaluateFixedWindow: Evaluate = (state, now, { limit, periodMs, cost }) =>
   return admitted(limit - count - cost, newEnd - now, [count + cost, newEnd], newEnd - now);
 };
 
-const lua = `
-local function fixed_window(v, now, L, P, cost)
-  local count, wend = 0, 0
-  if v then
-    local i = find(v, ':', 1, true)
-    if i then
-      wend = tonumber(sub(v, i + 1))
-      if now < wend and wend <= now + 2 * P then count = tonumber(sub(v, 1, i - 1)) else wend = 0 end
+/**
+ * The Lua of the fixed window (see `ValueForm` in types.ts); the count and the window's end are
+ * compared as `evaluateFixedWindow` compares them.
+ */
+const decide = `
+local function decide(stored, now, limit, period_ms, cost)
+  local count, window_end = 0, 0
+  if stored then
+    local colon = find(stored, ':', 1, true)
+    if colon then
+      window_end = tonumber(sub(stored, colon + 1))
+      if now < window_end and window_end <= now + 2 * period_ms then
+        count = tonumber(sub(stored, 1, colon - 1))
+      else
+        window_end = 0
+      end
     end
   end
   if cost == 0 then return true end
-  if count + cost > L then return false end
-  if wend == 0 then wend = now + P end
-  return true, fmt('%d:%d', count + cost, wend), wend - now
+  if count + cost > limit then return false end
+  if window_end == 0 then window_end = now + period_ms end
+  return true, fmt('%d:%d', count + cost, window_end), window_end - now
+end`;
+
+/** Gives back only in the window the request spent in (`mark`: its end in ms). */
+const refund = `
+local function refund(stored, mark, cost)
+  local colon = stored and find(stored, ':', 1, true)
+  if not colon then return nil end
+  local count, window_end = tonumber(sub(stored, 1, colon - 1)), tonumber(sub(stored, colon + 1))
+  if window_end == mark and count > 0 then return fmt('%d:%d', max(0, count - cost), window_end) end
 end`;
 
 export const fixedWindow: AlgorithmImpl = {
-  code: 1,
   tag: 'fw',
   evaluate: evaluateFixedWindow,
-  decode: (raw) => decodeInts(raw, 2),
-  lua,
+  lua: { kind: 'value', decode: (raw) => decodeInts(raw, 2), decide, refund },
 };

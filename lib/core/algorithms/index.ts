@@ -6,13 +6,13 @@ import { tokenBucket } from './token-bucket.js';
 import { blockedOutcome } from '../model/penalty.js';
 import type { AlgorithmImpl, AlgorithmParams, Outcome, PolicyAlgorithm, State } from './types.js';
 
-export type { AlgorithmImpl, Evaluate, Outcome, State } from './types.js';
+export type { AlgorithmImpl, AlgorithmParams, Evaluate, LuaForm, Outcome, State } from './types.js';
 export { evaluateGcra } from './gcra.js';
 export { evaluateTokenBucket } from './token-bucket.js';
 
 /**
- * Every algorithm by name, and concurrency limits (see `concurrency.ts`); `code` is its
- * index in the Lua dispatch table.
+ * Every algorithm by name, and concurrency limits (see `concurrency.ts`): what both stores
+ * run. RedisStore's scripts also give each its code (`stores/redis/lua/protocol.ts`).
  */
 export const ALGORITHM_IMPLS: Readonly<Record<PolicyAlgorithm, AlgorithmImpl>> = {
   'fixed-window': fixedWindow,

@@ -55,35 +55,55 @@ const evaluateSlidingWindow: Evaluate = (state, now, { limit, periodMs: P, cost 
   );
 };
 
-const lua = `
-local function sliding_window(v, now, L, P, cost)
-  local idx = floor(now / P)
+/**
+ * The Lua of the sliding window (see `ValueForm` in types.ts); the estimate, multiplied by the
+ * period, is compared as `evaluateSlidingWindow` compares it.
+ */
+const decide = `
+local function decide(stored, now, limit, period_ms, cost)
+  local index = floor(now / period_ms)
   local cur, prev = 0, 0
-  if v then
-    local a = find(v, ':', 1, true)
-    local b = a and find(v, ':', a + 1, true)
+  if stored then
+    local a = find(stored, ':', 1, true)
+    local b = a and find(stored, ':', a + 1, true)
     if b then
-      local sidx = tonumber(sub(v, 1, a - 1))
-      if sidx > idx + 1 then
-        -- not written at this period: no state
-      elseif sidx > idx then idx = sidx end
-      if sidx > idx + 1 then
-      elseif sidx == idx then
-        cur = tonumber(sub(v, a + 1, b - 1)); prev = tonumber(sub(v, b + 1))
-      elseif sidx == idx - 1 then
-        prev = tonumber(sub(v, a + 1, b - 1))
+      local stored_index = tonumber(sub(stored, 1, a - 1))
+      -- An index beyond the next window's was not written at this period: no state.
+      if stored_index <= index + 1 then
+        -- The clock stepped back across a window boundary: stay in the stored window.
+        if stored_index > index then index = stored_index end
+        if stored_index == index then
+          cur = tonumber(sub(stored, a + 1, b - 1)); prev = tonumber(sub(stored, b + 1))
+        elseif stored_index == index - 1 then
+          prev = tonumber(sub(stored, a + 1, b - 1))
+        end
       end
     end
   end
   if cost == 0 then return true end
-  if cost > L or prev * (P - now + idx * P) + (cur + cost) * P > L * P then return false end
-  return true, fmt('%d:%d:%d', idx, cur + cost, prev), (idx + 2) * P - now
+  if cost > limit or prev * (period_ms - now + index * period_ms) + (cur + cost) * period_ms > limit * period_ms then
+    return false
+  end
+  return true, fmt('%d:%d:%d', index, cur + cost, prev), (index + 2) * period_ms - now
+end`;
+
+/**
+ * Gives back to the window the request spent in (`mark`: its index), as the current window
+ * or, once the next one has begun, as the previous one.
+ */
+const refund = `
+local function refund(stored, mark, cost)
+  local a = stored and find(stored, ':', 1, true)
+  if not a then return nil end
+  local index, rest = tonumber(sub(stored, 1, a - 1)), sub(stored, a + 1)
+  local b = find(rest, ':', 1, true)
+  local cur, prev = tonumber(sub(rest, 1, b - 1)), tonumber(sub(rest, b + 1))
+  if index == mark and cur > 0 then return fmt('%d:%d:%d', index, max(0, cur - cost), prev) end
+  if index == mark + 1 and prev > 0 then return fmt('%d:%d:%d', index, cur, max(0, prev - cost)) end
 end`;
 
 export const slidingWindow: AlgorithmImpl = {
-  code: 2,
   tag: 'sw',
   evaluate: evaluateSlidingWindow,
-  decode: (raw) => decodeInts(raw, 3),
-  lua,
+  lua: { kind: 'value', decode: (raw) => decodeInts(raw, 3), decide, refund },
 };

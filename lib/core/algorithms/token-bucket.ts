@@ -1,4 +1,4 @@
-import { evaluateGcra } from './gcra.js';
+import { gcra } from './gcra.js';
 import { admitted, denied, type AlgorithmImpl, type Evaluate } from './types.js';
 
 /**
@@ -32,12 +32,14 @@ export const evaluateTokenBucket: Evaluate = (
 };
 
 /**
- * The stores run token bucket as GCRA: the same decisions (property-tested), one state
- * format (a TAT, which Redis keeps as the key's expiry), hence the same reading of a
- * policy that changed. {@link evaluateTokenBucket} stays as the textbook form.
+ * The stores run token bucket as GCRA, in TypeScript and in Lua: the same decisions
+ * (property-tested), one state format (a TAT, which Redis keeps as the key's expiry), hence
+ * the same reading of a policy that changed. {@link evaluateTokenBucket} stays as the
+ * textbook form; the Lua is GCRA's (`gcra.ts`), the same text, so the scripts run both in one
+ * branch. Only the key's tag differs.
  */
 export const tokenBucket: AlgorithmImpl = {
-  code: 3,
   tag: 'tb',
-  evaluate: evaluateGcra,
+  evaluate: gcra.evaluate,
+  lua: gcra.lua,
 };

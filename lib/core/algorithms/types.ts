@@ -1,7 +1,7 @@
 /**
  * The contract every algorithm implements twice: as a pure TypeScript function (the
- * reference, used by MemoryStore and by tests) and as a Lua function of the same shape
- * (used by RedisStore). The conformance suite runs both against the same expectations.
+ * reference, used by MemoryStore and by tests) and in Lua (used by RedisStore; see
+ * {@link LuaForm}). The conformance suite runs both against the same expectations.
  */
 
 /**
@@ -56,27 +56,70 @@ export type Evaluate = (state: State | undefined, now: number, params: Algorithm
 
 /** One algorithm, in both languages, with its storage format. */
 export interface AlgorithmImpl {
-  /** Position in the Lua dispatch table (1-based). */
-  readonly code: number;
   /**
    * Last part of the key (`fw`, `sw`, `tb`, `gcra`): each algorithm keeps its own state, so
    * switching a policy to another algorithm starts afresh instead of misreading a value.
    */
   readonly tag: string;
   readonly evaluate: Evaluate;
+  /** How RedisStore keeps the state, and the Lua that decides on it. */
+  readonly lua: LuaForm;
+}
+
+/**
+ * The Lua side of an algorithm: the consume and refund scripts (`stores/redis/lua/`) paste
+ * it into the branch that their dispatch table (`stores/redis/lua/protocol.ts`) gives the
+ * algorithm's code. Its `kind` says how the state is stored, hence what the scripts do
+ * around the algorithm's Lua and how RedisStore reads their reply.
+ */
+export type LuaForm = ValueForm | DebtForm | LeasesForm;
+
+/**
+ * State in the key's value, one string (the windows). The consume script reads the value
+ * and the server clock (`TIME`), calls `decide`, replies the value as it stood and `now`
+ * (which `decode` turns into the state `evaluate` reads), and writes the new value with its
+ * TTL once every policy admits. The refund script calls `refund` and rewrites the value
+ * with `KEEPTTL`.
+ */
+export interface ValueForm {
+  readonly kind: 'value';
+  /** Parses the stored string; undefined when it is not this algorithm's format. */
+  readonly decode: (raw: string) => State | undefined;
   /**
-   * Window algorithms only: decodes the Redis string value; undefined when it is not this
-   * algorithm's format.
+   * A Lua chunk defining `local function decide(stored, now, limit, period_ms, cost)`:
+   * `stored` the value (false when none), `now` and `period_ms` in ms. Returns whether it
+   * admits and, when it does with cost > 0, the new value and its TTL in ms. Decides exactly
+   * as `evaluate` does (test/integration/lua-reference); the numbers reported to callers come
+   * from `evaluate`. It may use the script's locals `floor`, `fmt`, `find`, `sub`.
    */
-  readonly decode?: (raw: string) => State | undefined;
+  readonly decide: string;
   /**
-   * Window algorithms only: a Lua function `function(v, now, L, P, cost)` of the stored value
-   * returning whether it admits and, when it does with cost > 0, the new value and its TTL
-   * in ms. It decides exactly as `evaluate` does (tested); the numbers reported to callers
-   * come from `evaluate`. Token bucket and GCRA have none: they share the expiry-based Lua
-   * of `stores/redis/lua/consume.ts`, since both are the same debt.
+   * A Lua chunk defining `local function refund(stored, mark, cost)`: the value once `cost`
+   * is given back to the request that spent at `mark` (see `model/refund.ts`), or nil when
+   * nothing is owed. It may use the refund script's locals `fmt`, `find`, `sub`, `max`.
    */
-  readonly lua?: string;
+  readonly refund: string;
+}
+
+/**
+ * A debt in ticks of 1/limit ms kept in the key's **expiry** (token bucket and GCRA, one
+ * body: see `gcra.ts`). The chunks are pasted inline (no function: the debt is the path
+ * most requests take, and a closure per call costs them), reading and setting the locals
+ * of the consume and refund scripts that `gcra.ts` lists.
+ */
+export interface DebtForm {
+  readonly kind: 'debt';
+  readonly decide: string;
+  readonly refund: string;
+}
+
+/**
+ * A sorted set of leases (concurrency limits, `concurrency.ts`): the consume script's lease
+ * branch (`stores/redis/lua/lease.ts`), which takes slots once every policy admits. Never
+ * refunded: released.
+ */
+export interface LeasesForm {
+  readonly kind: 'leases';
 }
 
 export function denied(remaining: number, resetMs: number, retryAfterMs: number): Outcome {

@@ -1,4 +1,5 @@
-import { decodeInts } from '../../algorithms/types.js';
+import { ALGORITHM_IMPLS } from '../../algorithms/index.js';
+import { decodeInts, type LuaForm } from '../../algorithms/types.js';
 import { algorithmTagOf, baseKeyOf } from '../../model/store-keys.js';
 import { pairsToRecord } from './scripting.js';
 import type { StoredKey, StoreSnapshot } from '../store.js';
@@ -38,6 +39,11 @@ export function snapshotOf(
   return { nowMs, keys: found };
 }
 
+/** How each algorithm's state is stored, by the key's algorithm tag. */
+const LUA_BY_TAG = new Map<string, LuaForm>(
+  Object.values(ALGORITHM_IMPLS).map((impl) => [impl.tag, impl.lua]),
+);
+
 /**
  * A stored value as {@link StoredKey.state} describes it, by the key's algorithm tag;
  * null for a state that a test clock has moved past its expiry.
@@ -52,9 +58,9 @@ function decodeStored(
   const tag = algorithmTagOf(key);
   // A block (see penalty.ts): its end, held by the value on a test clock, else the expiry.
   if (tag === 'b') return testClock ? decodeInts(value, 1) : [nowMs + ttlMs];
-  if (tag === 'fw') return decodeInts(value, 2);
-  if (tag === 'sw') return decodeInts(value, 3);
-  if (tag !== 'tb' && tag !== 'gcra') return undefined;
+  const lua = LUA_BY_TAG.get(tag);
+  if (lua?.kind === 'value') return lua.decode(value);
+  if (lua?.kind !== 'debt') return undefined;
   if (testClock || baseKeyOf(key) !== key) {
     // A test clock, or an override's own state (which expires with the override):
     // "<expiryMs>:<credit>", the expiry on the store's clock (null: expired on it).

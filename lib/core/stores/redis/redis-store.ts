@@ -1,6 +1,5 @@
 import type { Cluster, Redis } from 'ioredis';
-import { ALGORITHM_IMPLS } from '../../algorithms/index.js';
-import { owedTicks, type StoreRefund } from '../../model/refund.js';
+import type { StoreRefund } from '../../model/refund.js';
 import { REFUND_SCRIPT, REFUND_SHA } from './lua/refund.js';
 import { RELEASE_SCRIPT, RELEASE_SHA } from './lua/lease.js';
 import type { Lease } from '../../algorithms/concurrency.js';
@@ -21,6 +20,7 @@ import { ClientReadiness } from './readiness.js';
 import type { RedisStoreOptions } from './options.js';
 import { outcomesOf, type ScriptReply } from './reply.js';
 import { CONSUME_SCRIPT, CONSUME_SHA } from './lua/consume.js';
+import { MODES, pushPolicy, pushRefund, type Mode } from './lua/protocol.js';
 import type {
   ControlChange,
   ControlSnapshot,
@@ -29,9 +29,6 @@ import type {
   StorePolicy,
   StoreSnapshot,
 } from '../store.js';
-
-/** A penalty's letter in the script's code (see CONSUME_SCRIPT): + 1 extendBlock, + 2 blockResets. */
-const BLOCK_FLAGS = ['b', 'B', 'r', 'R'] as const;
 
 /**
  * Rate-limit state in Redis: one Lua script call per request evaluates every policy of
@@ -107,7 +104,7 @@ export class RedisStore implements RateLimitStore {
 
   consume(policies: readonly StorePolicy[]): Promise<StoreOutcome[]> {
     const groups = this.client.isCluster ? groupByHashTag(policies) : [];
-    if (groups.length <= 1) return this.consumeOne(policies, 'c');
+    if (groups.length <= 1) return this.consumeOne(policies, MODES.commit);
     return this.consumeAcross(policies, groups);
   }
 
@@ -125,7 +122,7 @@ export class RedisStore implements RateLimitStore {
       for (const group of groups) {
         const result = await this.consumeOne(
           group.map((i) => policies[i]!),
-          commit ? 'c' : 'd',
+          commit ? MODES.commit : MODES.decide,
         );
         group.forEach((i, k) => (outcomes[i] = result[k]!));
       }
@@ -139,36 +136,20 @@ export class RedisStore implements RateLimitStore {
       if (!group.some((i) => !decided[i]!.allowed && policies[i]!.blockMs !== undefined)) continue;
       const result = await this.consumeOne(
         group.map((i) => policies[i]!),
-        'b',
+        MODES.penalties,
       );
       group.forEach((i, k) => (decided[i] = result[k]!));
     }
     return decided;
   }
 
-  /** @param mode `c` commit, `d` decide only, `b` decide and write penalties (see CONSUME_SCRIPT) */
-  private consumeOne(
-    policies: readonly StorePolicy[],
-    mode: 'c' | 'd' | 'b',
-  ): Promise<StoreOutcome[]> {
+  /** @param mode see `MODES` (protocol.ts) */
+  private consumeOne(policies: readonly StorePolicy[], mode: Mode): Promise<StoreOutcome[]> {
     const args: (string | number)[] = [this.clock ? `${mode}${this.clock()}` : mode];
-    // A negative code has the script read the identity's control hash (see CONSUME_SCRIPT).
+    // The script reads the control hash of the identities the index lists (see CONSUME_SCRIPT).
     const { all, keys: ctl } = this.index;
     for (const p of policies) {
-      // Capacity and cost go only where they are not the limit and 1 (code + 10).
-      const full = p.capacity !== p.limit || p.cost !== 1;
-      let code = ALGORITHM_IMPLS[p.algorithm].code + (full ? 10 : 0);
-      if (all || (ctl.size !== 0 && ctl.has(controlKeyOf(p.key)))) code = -code;
-      args.push(
-        p.lease !== undefined
-          ? `${code}:${p.lease}`
-          : p.blockMs === undefined
-            ? code
-            : `${code}${BLOCK_FLAGS[(p.extendBlock ? 1 : 0) + (p.blockResets ? 2 : 0)]}${p.blockMs}`,
-        p.limit,
-        p.periodMs,
-      );
-      if (full) args.push(p.capacity, p.cost);
+      pushPolicy(args, p, all || (ctl.size !== 0 && ctl.has(controlKeyOf(p.key))));
     }
     return this.evalConsume(
       policies.map((p) => p.key),
@@ -185,13 +166,7 @@ export class RedisStore implements RateLimitStore {
       const now = this.clock?.();
       const args: (string | number)[] = [now ?? ''];
       for (const i of group) {
-        const r = refunds[i]!;
-        const code = ALGORITHM_IMPLS[r.algorithm].code;
-        // Token bucket and GCRA give back what is still owed, in ticks (see owedTicks).
-        const amount = code > 2 ? owedTicks(r, now ?? Date.now()) : r.cost;
-        if (amount === 0) continue;
-        keys.push(r.key);
-        args.push(code, r.limit, r.periodMs, amount, r.mark);
+        if (pushRefund(args, refunds[i]!, now)) keys.push(refunds[i]!.key);
       }
       if (keys.length === 0) continue;
       given += (await evalScript(this.client, REFUND_SCRIPT, REFUND_SHA, keys, args)) as number;

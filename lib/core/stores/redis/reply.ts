@@ -2,6 +2,7 @@ import { ALGORITHM_IMPLS, decideAll, type State } from '../../algorithms/index.j
 import { blockedOutcome, startsBlock } from '../../model/penalty.js';
 import { spentOutcome } from '../../model/refund.js';
 import type { StoreOutcome, StorePolicy } from '../store.js';
+import { MODES, type Mode } from './lua/protocol.js';
 
 // How RedisStore reads what its scripts reply (see CONSUME_SCRIPT and INSPECT_SCRIPT).
 
@@ -16,7 +17,7 @@ export type ScriptReply = number | (number | string | null)[];
 export function outcomesOf(
   policies: readonly StorePolicy[],
   reply: ScriptReply,
-  mode: 'c' | 'd' | 'b',
+  mode: Mode,
   clock: (() => number) | undefined,
 ): StoreOutcome[] {
   // The script returns each state as it stood; the TypeScript reference turns it into the
@@ -38,20 +39,21 @@ export function outcomesOf(
   let r = 0;
   const evaluations = policies.map((policy) => {
     const impl = ALGORITHM_IMPLS[policy.algorithm];
-    if (policy.algorithm === 'concurrency') {
-      // Leases held, and ms until the last expires: read at time 0 (see concurrency.ts).
-      const state: State = [values[r++] as number, values[r++] as number];
-      return { impl, params: policy, now: 0, state, debt: undefined };
-    }
-    if (!impl.decode) {
+    const { lua } = impl;
+    if (lua.kind === 'debt') {
       // A debt in ticks, as a GCRA state read at time 0.
       const debt = values[r++] as number;
       const state: State = [Math.floor(debt / policy.limit), debt % policy.limit];
       return { impl, params: policy, now: 0, state, debt };
     }
+    if (lua.kind === 'leases') {
+      // Leases held, and ms until the last expires: read at time 0 (see concurrency.ts).
+      const state: State = [values[r++] as number, values[r++] as number];
+      return { impl, params: policy, now: 0, state, debt: undefined };
+    }
     const raw = values[r++] as string | null;
     const now = values[r++] as number;
-    const state = raw === null ? undefined : impl.decode(raw);
+    const state = raw === null ? undefined : lua.decode(raw);
     return { impl, params: policy, now, state, debt: undefined };
   });
   // Overrides and exemptions the script applied, if any (see CONSUME_SCRIPT).
@@ -76,7 +78,7 @@ export function outcomesOf(
     const effect = effects?.[i] ?? '';
     const policy = policies[i]!;
     if (blocks?.[i] !== undefined) return { ...outcome, blocked: true };
-    if (mode !== 'd' && startsBlock(policy, o, undefined, effect !== '')) {
+    if (mode !== MODES.decide && startsBlock(policy, o, undefined, effect !== '')) {
       return { ...blockedOutcome(o, policy.blockMs!, policy.blockResets), blocked: true };
     }
     // A mark only for a spending the caller may refund (RateLimiter.spend): others pay nothing.
