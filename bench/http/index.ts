@@ -99,7 +99,7 @@ interface FixedRateFigures {
  * throttler-memory (which slows down as a run goes on) sustains with a margin on a busy
  * 2-core machine; Express serves a third to a half of what Fastify does.
  */
-const DEFAULT_RATES: Record<HttpPlatform, number> = { express: 1500, fastify: 5000 };
+export const DEFAULT_RATES: Record<HttpPlatform, number> = { express: 1500, fastify: 5000 };
 
 export interface HttpBenchOptions {
   redisUrl: string;

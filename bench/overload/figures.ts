@@ -8,13 +8,13 @@ import type { Sample } from './app.js';
 import type { PhaseResult, PriorityFigures } from './load.js';
 
 /** What a sample counts as recovered: the adaptive limit back to this share of its unloaded value. */
-export const LIMIT_RECOVERED = 0.9;
+const LIMIT_RECOVERED = 0.9;
 /** Width of the slices the recovery phase is judged in, ms. */
-export const RECOVERY_SLICE_MS = 250;
+const RECOVERY_SLICE_MS = 250;
 /** The latency bound of a recovered slice: this many times the unloaded critical p99. */
-export const LATENCY_BOUND = 3;
+const LATENCY_BOUND = 3;
 
-export interface LoadFigures {
+interface LoadFigures {
   /** The load, as a multiple of the measured capacity. */
   load: number;
   offeredRps: number;

@@ -30,7 +30,7 @@ import { CPU_MS, POOL_HOLD_MS, POOL_SIZE, type Work } from './work.js';
 
 export const OVERLOAD_VARIANTS = ['none', 'under-pressure', 'nrl-static', 'nrl-adaptive'] as const;
 /** The CPU figure's variants: the module with `overload` off and on, beside no module. */
-export const CPU_VARIANTS = ['none', 'nrl-off', 'nrl-overload'] as const;
+const CPU_VARIANTS = ['none', 'nrl-off', 'nrl-overload'] as const;
 
 const APP = fileURLToPath(new URL('./app.js', import.meta.url));
 const LOAD = fileURLToPath(new URL('./load.js', import.meta.url));

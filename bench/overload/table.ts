@@ -5,7 +5,7 @@ import type { TargetCheck, VariantFigures } from './figures.js';
 import type { HttpPlatform } from '../http/index.js';
 
 /** The largest per-request cost of overload protection below capacity, µs of CPU (issue 36). */
-export const COST_TARGET_US = 2;
+const COST_TARGET_US = 2;
 
 const seconds = (s: number | undefined) =>
   s === undefined ? '–' : Number.isFinite(s) ? fmt(s) : 'never';

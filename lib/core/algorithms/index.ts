@@ -6,7 +6,7 @@ import { tokenBucket } from './token-bucket.js';
 import { blockedOutcome } from '../model/penalty.js';
 import type { AlgorithmImpl, AlgorithmParams, Outcome, PolicyAlgorithm, State } from './types.js';
 
-export type { AlgorithmImpl, AlgorithmParams, Evaluate, LuaForm, Outcome, State } from './types.js';
+export type { AlgorithmImpl, Evaluate, Outcome, State } from './types.js';
 export { evaluateGcra } from './gcra.js';
 export { evaluateTokenBucket } from './token-bucket.js';
 

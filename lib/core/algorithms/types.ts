@@ -81,7 +81,7 @@ export type LuaForm = ValueForm | DebtForm | LeasesForm;
  * TTL once every policy admits. The refund script calls `refund` and rewrites the value
  * with `KEEPTTL`.
  */
-export interface ValueForm {
+interface ValueForm {
   readonly kind: 'value';
   /** Parses the stored string; undefined when it is not this algorithm's format. */
   readonly decode: (raw: string) => State | undefined;
@@ -107,7 +107,7 @@ export interface ValueForm {
  * most requests take, and a closure per call costs them), reading and setting the locals
  * of the consume and refund scripts that `gcra.ts` lists.
  */
-export interface DebtForm {
+interface DebtForm {
   readonly kind: 'debt';
   readonly decide: string;
   readonly refund: string;
@@ -118,7 +118,7 @@ export interface DebtForm {
  * branch (`stores/redis/lua/lease.ts`), which takes slots once every policy admits. Never
  * refunded: released.
  */
-export interface LeasesForm {
+interface LeasesForm {
   readonly kind: 'leases';
 }
 

@@ -25,7 +25,7 @@ import type { Route } from './rules.js';
  * What a stage runs for one step of a route, built once when the route's plan is compiled;
  * undefined when the step has no use for the stage, which is then not on its path at all.
  */
-export type StageOf = (step: StepSpec, services: StageServices) => StageRun | undefined;
+type StageOf = (step: StepSpec, services: StageServices) => StageRun | undefined;
 
 /**
  * Every stage a step may run, in the order a call meets them (the guard runs gate and
@@ -35,7 +35,7 @@ export type StageOf = (step: StepSpec, services: StageServices) => StageRun | un
  * store call, no async function. A stage runs before `next`, after it, or around it
  * (observe, defer), and may answer without calling it (the rest then does not run).
  */
-export const STAGES: readonly (readonly [name: string, build: StageOf])[] = [
+const STAGES: readonly (readonly [name: string, build: StageOf])[] = [
   ['defer', deferStage],
   ['observe', observeStage],
   ['entries', entriesStage],

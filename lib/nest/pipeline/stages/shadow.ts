@@ -37,7 +37,7 @@ export function shadowStage(step: StepSpec, services: StageServices): StageRun |
  * `rate_limit.backend_error`, with `shadow: true`).
  * @returns the slots shadow concurrency limits took, to give back when the request ends
  */
-export async function countShadow(
+async function countShadow(
   limiter: RateLimiter,
   events: RateLimitEvents,
   shadowed: Entry[],

@@ -36,7 +36,7 @@ export function storeFailureStage(step: StepSpec, services: StageServices): Stag
  * @param failure what the route answers without its store: its 503, or `NO_LIMIT` (a new
  *   503 each time: a `refuse` of your own may add to its headers)
  */
-export function storeFailed(
+function storeFailed(
   services: StageServices,
   route: Route,
   enforcing: readonly Entry[],
