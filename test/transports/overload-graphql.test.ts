@@ -7,7 +7,7 @@
  */
 import 'reflect-metadata';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { Query, Resolver } from '@nestjs/graphql';
+import { Field, ObjectType, Query, ResolveField, Resolver } from '@nestjs/graphql';
 import type { Redis } from 'ioredis';
 import { Priority, RateLimit } from '../../lib/index.js';
 import { RoutePlanner } from '../../lib/nest/plan/planner.js';
@@ -36,6 +36,26 @@ class LoadResolver {
   @Priority('critical')
   critical() {
     return 'ok';
+  }
+}
+
+@ObjectType()
+class Post {
+  @Field(() => String)
+  id!: string;
+}
+
+@Resolver(() => Post)
+@Priority('sheddable')
+class PostResolver {
+  @Query(() => [Post])
+  posts() {
+    return [{ id: '1' }, { id: '2' }, { id: '3' }];
+  }
+
+  @ResolveField(() => String)
+  author() {
+    return 'ada';
   }
 }
 
@@ -89,5 +109,36 @@ describe.each(SERVERS)('overload protection on %s', (server) => {
     expect(admitted.data).toEqual({ limited: 'ok' });
     expect(admitted.headers.get('x-ratelimit-remaining')).toBe('2');
     expect(await redis.keys(`${h.prefix}:*one-client*`)).toHaveLength(1);
+  });
+
+  describe('with fieldResolverEnhancers: guards', () => {
+    let fields: GraphQLApp;
+    beforeAll(async () => {
+      fields = await createGraphQLApp(server, {
+        rateLimit: { overload: FIXED },
+        providers: [PostResolver],
+        graphql: { fieldResolverEnhancers: ['guards'] },
+      });
+    });
+    afterAll(() => fields?.close());
+
+    it('takes one slot per operation, at its root field: nested fields (no interceptor gives theirs back) hold none', async () => {
+      const pool = () =>
+        fields.app.get(RoutePlanner, { strict: false }).overload!.protection.pool()!;
+      // Three posts, each with an author field the guard runs on: before, every author
+      // field took a slot never given back, and the limit of 2 shed every later query.
+      for (let i = 0; i < 5; i++) {
+        const reply = await fields.query('{ posts { id author } }');
+        expect(reply.errors).toBeUndefined();
+        expect(reply.data).toEqual({
+          posts: [
+            { id: '1', author: 'ada' },
+            { id: '2', author: 'ada' },
+            { id: '3', author: 'ada' },
+          ],
+        });
+      }
+      expect(pool().inFlightTotal).toBe(0);
+    });
   });
 });

@@ -10,12 +10,18 @@ export interface OverloadClock {
   setImmediate(callback: () => void): void;
 }
 
+// Node's own, taken when this module loads: a test runner's fake timers installed later
+// (Jest's legacy ones, or modern ones with a real `performance`) would otherwise never end a
+// turn, and every call after the first would be seen in one endless turn and shed.
+const { setImmediate: nodeSetImmediate } = globalThis;
+const { now: performanceNow } = performance;
+
 /** Node's clock and timers. */
 export const SYSTEM_CLOCK: OverloadClock = {
-  now: () => performance.now(),
+  now: () => performanceNow.call(performance),
   setTimeout: (callback, ms) => setTimeout(callback, ms),
   clearTimeout: (handle) => clearTimeout(handle as ReturnType<typeof setTimeout>),
   setImmediate: (callback) => {
-    setImmediate(callback);
+    nodeSetImmediate(callback);
   },
 };

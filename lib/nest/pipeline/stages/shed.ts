@@ -32,7 +32,7 @@ export function shed(
     // A context without a class or handler: the rate limits' own stages say what it is.
     return decide();
   }
-  if (route.exempt) return decide();
+  if (route.exempt || nestedField(ctx)) return decide();
   const priority = overload.priorityOf(route, ctx);
   const admitted = overload.protection.acquire(priority, route.pool);
   if (admitted === undefined) return Promise.resolve(overload.shed(route, priority));
@@ -42,6 +42,17 @@ export function shed(
     );
   }
   return held(admitted, ctx, transport, decide);
+}
+
+/**
+ * A GraphQL field below the operation's root (a `@ResolveField` guarded under
+ * `fieldResolverEnhancers: ['guards']`): its operation was admitted at its root field, and
+ * no interceptor runs on field resolvers to give a slot of its own back.
+ */
+function nestedField(ctx: ExecutionContext): boolean {
+  if (ctx.getType<string>() !== 'graphql') return false;
+  const info = ctx.getArgByIndex<{ path?: { prev?: unknown } } | undefined>(3);
+  return info?.path?.prev !== undefined;
 }
 
 /** `decide`'s outcome, holding `ticket` until the call ends. */
