@@ -150,9 +150,12 @@ describe('admission by priority', () => {
         t?.drop();
         return t !== undefined;
       });
-    // The last two windows saw the loop busy (utilisation above 0.9): the budget applies.
-    protection.update(0, 0.95);
-    protection.update(0, 0.95);
+    // The last two windows saw the loop busy with calls (utilisation above 0.9): the budget
+    // applies.
+    for (let i = 0; i < 2; i++) {
+      (protection.acquire('critical') as Ticket).drop();
+      protection.update(0, 0.95);
+    }
     // The turn is timed from its first call; each step below is synchronous work in it.
     expect(admits()).toEqual([true, true, true, true]);
     clock.work(5);
@@ -192,8 +195,11 @@ describe('admission by priority', () => {
       t?.drop();
       return t !== undefined;
     };
-    // Cold: no window yet, then an idle one, then one 90 % busy (not above the threshold).
+    // Busy windows without a call (the app's own bootstrap) are no load, even late.
+    protection.update(250, 1);
+    protection.update(250, 1);
     expect(lateInTurn()).toBe(true);
+    // Cold: an idle window, then one 90 % busy (not above the threshold).
     protection.update(0, 0.05);
     expect(lateInTurn()).toBe(true);
     protection.update(0, 0.9);
@@ -209,6 +215,7 @@ describe('admission by priority', () => {
     // The event loop's delay above its threshold (50 ms) in a busy window is busy; below
     // twice it, normal calls are shed by the turn's budget, not by the delay.
     protection.update(60, 0.95);
+    (protection.acquire('critical') as Ticket).drop();
     protection.update(60, 0.95);
     expect(lateInTurn()).toBe(false);
     // A late loop that was not busy for long (a cold process's first burst stalled it) sheds

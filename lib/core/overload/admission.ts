@@ -68,8 +68,8 @@ type Queues = [Waiter[], Waiter[], Waiter[]];
  * how long its current turn has been busy when
  * the call is seen ({@link LoopTurn}: 0 up to `maxTurnMs`, 1 above it, 2 above twice it, 3
  * above four times it); both only while the loop is busy: its utilisation above
- * {@link BUSY_UTILIZATION} in each of the last {@link BUSY_WINDOWS} windows (or, when not
- * measured, the delay alone). So the burst of an idle process is never shed by them:
+ * {@link BUSY_UTILIZATION} in each of the last {@link BUSY_WINDOWS} windows, each of which
+ * saw a call (or, when not measured, the delay alone). So the burst of an idle process is never shed by them:
  *
  * - `critical`: admitted while fewer than `ceil(criticalCap × limit)` calls are in flight,
  *   else shed; never queued, never shed for the event loop;
@@ -94,8 +94,10 @@ export class AdmissionPool {
   private level = 0;
   /** Whether the last windows showed a busy loop, so that the turn's budget applies. */
   private busy = false;
-  /** How many windows in a row, up to the last, the loop was busy in. */
+  /** How many windows in a row, up to the last, the loop was busy in with calls. */
   private busyRun = 0;
+  /** Whether a call was seen since the last window ended. */
+  private called = false;
   /** Tickets not ended yet, oldest first: those past `leaseMs` are let go. */
   private readonly live = new Set<PoolTicket>();
 
@@ -126,6 +128,7 @@ export class AdmissionPool {
   acquire(priority: Priority): Ticket | undefined | Promise<Ticket | undefined> {
     const rank = rankOf(priority);
     const limit = this.limiter.limit;
+    this.called = true;
     // Read for every call, critical included, so the turn is timed from its first call.
     const busy = this.turn?.busyMs() ?? 0;
     if (rank === 3) {
@@ -158,7 +161,10 @@ export class AdmissionPool {
     const delay = eventLoopDelayMs ?? 0;
     // A late loop not busy for long was stalled (a cold process's first burst, a garbage
     // collection), not loaded: it sheds nothing. Not measured: the delay alone.
-    this.busyRun = (utilization ?? 0) > BUSY_UTILIZATION ? this.busyRun + 1 : 0;
+    // A window without a call was busy with something else (the app's own bootstrap): no load.
+    const busyWithCalls = this.called && (utilization ?? 0) > BUSY_UTILIZATION;
+    this.called = false;
+    this.busyRun = busyWithCalls ? this.busyRun + 1 : 0;
     const loaded = utilization === undefined || this.busyRun >= BUSY_WINDOWS;
     this.level = !loaded ? 0 : delay > 4 * max ? 3 : delay > 2 * max ? 2 : delay > max ? 1 : 0;
     this.busy = this.level > 0 || this.busyRun >= BUSY_WINDOWS;
