@@ -143,13 +143,19 @@ describe('admission by priority', () => {
   });
 
   it("sheds by how long the event loop's turn has been busy: sheddable above maxTurnMs, normal above twice it, high above four times it; critical never", () => {
-    const { protection, clock } = fixed(100, { maxTurnMs: 5 });
+    const { protection, clock, episodes } = fixed(100, { maxTurnMs: 5 });
     const admits = () =>
       (['critical', 'high', 'normal', 'sheddable'] as const).map((p) => {
         const t = protection.acquire(p) as Ticket | undefined;
         t?.drop();
         return t !== undefined;
       });
+    // The last two windows saw the loop busy with calls (utilisation above 0.9): the budget
+    // applies.
+    for (let i = 0; i < 2; i++) {
+      (protection.acquire('critical') as Ticket).drop();
+      protection.update(0, 0.95);
+    }
     // The turn is timed from its first call; each step below is synchronous work in it.
     expect(admits()).toEqual([true, true, true, true]);
     clock.work(5);
@@ -160,6 +166,7 @@ describe('admission by priority', () => {
     expect(admits()).toEqual([true, true, false, false]);
     clock.work(10);
     expect(admits()).toEqual([true, false, false, false]);
+    expect(episodes[0]!.episode.signal).toBe('turn_budget');
     // A new turn starts afresh, however long the last one was.
     clock.advance(0);
     expect(admits()).toEqual([true, true, true, true]);
@@ -175,6 +182,64 @@ describe('admission by priority', () => {
     expect(() => overloadSettings({ maxTurnMs: 0 })).toThrow(
       'invalid overload.maxTurnMs 0: expected a number of ms > 0, or false',
     );
+  });
+
+  it("never sheds an idle loop's burst by the turn's budget or the delay: only after two busy windows in a row (utilisation above 0.9)", () => {
+    const { protection, clock, episodes } = fixed(100, { maxTurnMs: 5 });
+    /** Whether a normal call is admitted 30 ms into a turn (six times the budget). */
+    const lateInTurn = () => {
+      clock.advance(0);
+      protection.acquire('critical');
+      clock.work(30);
+      const t = protection.acquire('normal') as Ticket | undefined;
+      t?.drop();
+      return t !== undefined;
+    };
+    // Busy windows without a call (the app's own bootstrap) are no load, even late.
+    protection.update(250, 1);
+    protection.update(250, 1);
+    expect(lateInTurn()).toBe(true);
+    // Cold: an idle window, then one 90 % busy (not above the threshold).
+    protection.update(0, 0.05);
+    expect(lateInTurn()).toBe(true);
+    protection.update(0, 0.9);
+    expect(lateInTurn()).toBe(true);
+    expect(episodes).toEqual([]);
+    // One busy window (a cold burst) is not enough; two in a row are, until one is not busy.
+    protection.update(0, 0.91);
+    expect(lateInTurn()).toBe(true);
+    protection.update(0, 0.91);
+    expect(lateInTurn()).toBe(false);
+    protection.update(0, 0.5);
+    expect(lateInTurn()).toBe(true);
+    // The event loop's delay above its threshold (50 ms) in a busy window is busy; below
+    // twice it, normal calls are shed by the turn's budget, not by the delay.
+    protection.update(60, 0.95);
+    (protection.acquire('critical') as Ticket).drop();
+    protection.update(60, 0.95);
+    expect(lateInTurn()).toBe(false);
+    // A late loop that was not busy for long (a cold process's first burst stalled it) sheds
+    // nothing, by the delay (even at four times its threshold) or by the turn's budget.
+    protection.update(250, 0.6);
+    expect(lateInTurn()).toBe(true);
+    protection.update(250, 1);
+    expect(lateInTurn()).toBe(true);
+    expect(protection.acquire('sheddable')).toBeDefined();
+    // Utilisation not measured: not busy.
+    protection.update(0);
+    expect(lateInTurn()).toBe(true);
+    expect(episodes.map((e) => e.episode.signal)).toEqual(['turn_budget']);
+  });
+
+  it('says which signal shed the first call of an episode: the limit, the event loop delay', () => {
+    const atLimit = fixed(1);
+    admitted(atLimit.protection.acquire('normal'));
+    expect(atLimit.protection.acquire('normal')).toBeUndefined();
+    expect(atLimit.episodes[0]!.episode.signal).toBe('limit');
+    const late = fixed(100);
+    late.protection.update(51);
+    expect(late.protection.acquire('sheddable')).toBeUndefined();
+    expect(late.episodes[0]!.episode.signal).toBe('event_loop_delay');
   });
 
   it('lets go of a call still counted after leaseMs', () => {
@@ -215,6 +280,7 @@ describe('admission by priority', () => {
           inFlight: 1,
           pools: ['process'],
           shed: { critical: 0, high: 0, normal: 0, sheddable: 1 },
+          signal: 'limit',
         },
       },
       {

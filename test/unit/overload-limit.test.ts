@@ -7,8 +7,9 @@ import { Gradient2Limit } from '../../lib/core/overload/gradient.js';
 import { overloadSettings } from '../../lib/core/overload/options.js';
 import type { OverloadOptions } from '../../lib/index.js';
 
+/** A limiter with a floor of 5 unless `options` say otherwise, low enough to watch it move. */
 function limiter(options: OverloadOptions = {}): Gradient2Limit {
-  return new Gradient2Limit(overloadSettings(options)!.pool);
+  return new Gradient2Limit(overloadSettings({ minLimit: 5, ...options })!.pool);
 }
 
 /** Closes `windows` windows of 20 calls each at `rttMs`, the limit full; the limits after each. */

@@ -18,7 +18,8 @@
  *
  * The event loop's delay handed to `update` is computed as `EventLoopDelay.read` does it:
  * the mean gap between the 10 ms histogram timer's runs beyond 10 ms, or how late the window's
- * own timer ran, whichever is larger.
+ * own timer ran, whichever is larger; its utilisation as `performance.eventLoopUtilization`
+ * does: the loop time spent in callbacks over the window's length.
  */
 import type { Ticket } from '../../lib/core/overload/admission.js';
 import type { OverloadClock } from '../../lib/core/overload/clock.js';
@@ -198,14 +199,19 @@ export function simulate(work: Work, phases: Phase[], options: OverloadOptions =
   histogram(HISTOGRAM_MS);
   const windowMs = settings.pool.windowMs;
   let lastWindow = 0;
+  /** Loop time spent in callbacks since the last window ended, ms. */
+  let busyMs = 0;
   const tick = (at: number) =>
     loopTimer(at, () => {
       const late = Math.max(0, now - lastWindow - windowMs);
+      // As performance.eventLoopUtilization: the window's share spent in callbacks.
+      const utilization = now > lastWindow ? Math.min(1, busyMs / (now - lastWindow)) : 0;
+      busyMs = 0;
       lastWindow = now;
       const mean = gapCount > 0 ? Math.max(0, gaps / gapCount - HISTOGRAM_MS) : 0;
       gaps = gapCount = 0;
       const delayMs = settings.watchesEventLoop ? Math.max(mean, late) : undefined;
-      protection.update(delayMs);
+      protection.update(delayMs, utilization);
       result.windows.push({
         at: now,
         limit: pool.limiter.limit,
@@ -325,7 +331,7 @@ export function simulate(work: Work, phases: Phase[], options: OverloadOptions =
     const batch = ready.splice(0);
     for (const callback of batch) {
       background(now);
-      callback();
+      busyMs += callback();
     }
     background(now);
     for (const run of immediates.splice(0)) run();

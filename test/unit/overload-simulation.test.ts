@@ -1,7 +1,10 @@
 /**
  * Overload protection's targets at 2× capacity, proven on a discrete-event simulation of a
  * server (test/unit/overload-sim.ts): simulated time only, the real `OverloadProtection`
- * with its defaults (`overload: true`) deciding every call. Each run: 10 s at half the
+ * with its defaults (`overload: true`) deciding every call, but for the pool server's floor:
+ * its calls queue on 4 connections, so it sets `minLimit: 4`, as the guide tells a process
+ * with a small pool to (the default floor, 50, is a web server's burst from idle, far above
+ * what 4 connections serve without a queue). Each run: 10 s at half the
  * capacity (unloaded), 10 s at 1×, 2× or 4× it, 10 s at half again (recovery); one call in
  * five critical, the rest sheddable, evenly spaced.
  *
@@ -11,13 +14,17 @@
  * the figures, so that the day they hold the suite says so.
  */
 import { describe, expect, it } from '@jest/globals';
+import type { OverloadOptions } from '../../lib/index.js';
 import { runLoad, type Work } from './overload-sim.js';
+
+/** The options a user sets per server: a pool of 4 connections takes a floor of 4. */
+const OPTIONS: Record<Work, OverloadOptions> = { pool: { minLimit: 4 }, cpu: {} };
 
 const runs = new Map<string, ReturnType<typeof runLoad>>();
 function at(work: Work, load: number) {
   const key = `${work}×${load}`;
   let run = runs.get(key);
-  if (run === undefined) runs.set(key, (run = runLoad(work, load)));
+  if (run === undefined) runs.set(key, (run = runLoad(work, load, OPTIONS[work])));
   return run;
 }
 
@@ -29,9 +36,9 @@ describe('overload protection on a simulated server (defaults)', () => {
       expect(r.criticalOk).toBe(1);
       expect(r.sheddableOk).toBe(1);
       expect(r.criticalP99Ms).toBeCloseTo(r.unloadedCriticalP99Ms, 6);
-      // Twice the peak in flight (the app-limited cap), at least the floor (5): the pool
-      // holds up to 3 calls at half its capacity, up to 5 at its capacity; the cpu one 1.
-      const [unloaded, loaded] = work === 'pool' ? [6, 6] : [5, 5];
+      // Twice the peak in flight (the app-limited cap), at least the floor: the pool holds
+      // up to 3 calls at half its capacity (floor 4); the cpu one 1 (floor 50).
+      const [unloaded, loaded] = work === 'pool' ? [6, 6] : [50, 50];
       expect([r.unloadedLimit, r.loadedLimit]).toEqual([unloaded, loaded]);
     });
 
@@ -73,24 +80,37 @@ describe('overload protection on a simulated server (defaults)', () => {
     });
     // load, goodput / capacity, critical ok, critical p99 ms (unloaded: 2), recovery ms
     expect(figures).toEqual([
-      [2, 0.948, 1, 15.3, 131.9],
-      [4, 0.848, 1, 67.2, 182.9],
+      [2, 0.949, 1, 92.5, 170],
+      [4, 0.854, 1, 508, 319],
     ]);
   });
 
   it('cpu work at 2×: no swing on a steady load (admitted sheddable calls per window within ±25 %)', () => {
     const [low, high] = at('cpu', 2).steady.admittedSheddable;
-    expect([low, high]).toEqual([28, 30]);
+    expect([low, high]).toEqual([28, 29]);
     expect(high - low).toBeLessThanOrEqual(0.5 * ((high + low) / 2));
   });
 
-  it('cpu work at 2× with maxTurnMs below the handler (1 ms): critical p99 ≤ 3× the unloaded p99', () => {
+  it('cpu work at 2× with maxTurnMs below the handler (1 ms): every critical call answered, goodput ≥ 90 %, critical p99 92.5 ms', () => {
     const r = runLoad('cpu', 2, { maxTurnMs: 1 });
-    expect(ms(r.criticalP99Ms)).toBe(5.1);
-    expect(r.criticalP99Ms).toBeLessThanOrEqual(3 * r.unloadedCriticalP99Ms);
+    expect(ms(r.criticalP99Ms)).toBe(92.5);
     expect(r.criticalOk).toBe(1);
     expect(r.goodputShare).toBeGreaterThanOrEqual(0.9);
   });
+
+  // The turn's budget applies only once two windows in a row have seen the loop busy
+  // (utilisation above 0.9): the load steps from half the capacity (utilisation 0.5) to twice
+  // it at a window's start, so for those two windows (200 ms) nothing bounds the turn and a
+  // queue of about 200 ms builds in the sockets, which the critical calls then wait out; with
+  // the budget on from the first call (before it was gated) the p99 was 5.1 ms. The price of
+  // never shedding an idle process's burst.
+  it.failing(
+    'cpu work at 2× with maxTurnMs below the handler (1 ms): critical p99 ≤ 3× the unloaded p99',
+    () => {
+      const r = runLoad('cpu', 2, { maxTurnMs: 1 });
+      expect(r.criticalP99Ms).toBeLessThanOrEqual(3 * r.unloadedCriticalP99Ms);
+    },
+  );
 
   // The overload starts from twice the light load's peak (6), not from a limit it never
   // filled, and Gradient2 climbs from there to where latency is its tolerance (1.5×) plus
@@ -100,11 +120,11 @@ describe('overload protection on a simulated server (defaults)', () => {
     expect(r.criticalP99Ms).toBeLessThanOrEqual(3 * r.unloadedCriticalP99Ms);
   });
 
-  // The turn's budget (maxTurnMs, 5 ms) sheds a sheddable call once the turn has run 5 ms:
-  // a turn holds about 5 ms of admitted work plus one 2 ms handler past it, the critical
-  // calls' and the shed calls' own cost, and a critical call waits out the turn it arrives
-  // in, then its place in the next: 15.3 ms against 6 ms. Below the handler's own 2 ms
-  // (maxTurnMs: 1, above) only a turn's first call runs past the budget: 5.1 ms.
+  // The turn's budget (maxTurnMs, 5 ms) sheds a sheddable call once the turn has run 5 ms,
+  // once two windows have seen the loop busy: the overload's first 200 ms build a queue (see
+  // above), then a turn holds about 5 ms of admitted work plus one 2 ms handler past it, and
+  // a critical call waits out the turn it arrives in, then its place in the next: 92.5 ms
+  // against 6 ms (15.3 ms while the budget applied from the first call).
   it.failing('cpu work at 2×: critical p99 ≤ 3× the unloaded p99', () => {
     const r = at('cpu', 2);
     expect(r.criticalP99Ms).toBeLessThanOrEqual(3 * r.unloadedCriticalP99Ms);

@@ -4,10 +4,33 @@ import type { PoolSettings } from './options.js';
 import type { LoopTurn } from './turn.js';
 import { rankOf, type Priority } from './types.js';
 
+/**
+ * The event loop's utilisation over a window (the share of it the loop spent running
+ * callbacks, `performance.eventLoopUtilization`) above which the window counts as busy; after
+ * {@link BUSY_WINDOWS} busy windows in a row, turns are held to `maxTurnMs` and the delay
+ * sheds: a loop that busy that long has a queue in its sockets, while a long turn of an
+ * idle loop is one burst, which the next turns absorb.
+ */
+export const BUSY_UTILIZATION = 0.9;
+
+/**
+ * How many windows in a row the loop must have been busy in for the turn's budget and the
+ * delay to shed: longer than a cold process's burst (its first calls compile the code they
+ * run, which can hold a loaded machine's loop for a window), short enough that an overload
+ * is bounded within 200 ms (three windows let a queue build at 4× that never drained).
+ */
+export const BUSY_WINDOWS = 2;
+
+/**
+ * What shed a call: the concurrency `limit` (or the queue), the `turn_budget` (`maxTurnMs`),
+ * or the `event_loop_delay` (`maxEventLoopDelayMs`).
+ */
+export type ShedSignal = 'limit' | 'turn_budget' | 'event_loop_delay';
+
 /** What a pool reports as it admits and sheds, for metrics and logs. */
 export interface AdmissionListener {
-  /** A call was shed. */
-  shed(pool: string, priority: Priority): void;
+  /** A call was shed, by `signal`. */
+  shed(pool: string, priority: Priority, signal: ShedSignal): void;
   /** A call left the queue after `waitedMs` **ms**, admitted or shed. */
   waited(pool: string, priority: Priority, waitedMs: number, admitted: boolean): void;
 }
@@ -42,8 +65,11 @@ type Queues = [Waiter[], Waiter[], Waiter[]];
  * ({@link Gradient2Limit}). Rules, per call of priority `p`, with `limit` the pool's limit
  * and `level` the event loop's pressure, the higher of two: its delay over the last window
  * (0 below `maxEventLoopDelayMs`, 1 above it, 2 above twice it, 3 above four times it), and
- * how long its current turn has been busy when the call is seen ({@link LoopTurn}: 0 up to
- * `maxTurnMs`, 1 above it, 2 above twice it, 3 above four times it):
+ * how long its current turn has been busy when
+ * the call is seen ({@link LoopTurn}: 0 up to `maxTurnMs`, 1 above it, 2 above twice it, 3
+ * above four times it); both only while the loop is busy: its utilisation above
+ * {@link BUSY_UTILIZATION} in each of the last {@link BUSY_WINDOWS} windows, each of which
+ * saw a call (or, when not measured, the delay alone). So the burst of an idle process is never shed by them:
  *
  * - `critical`: admitted while fewer than `ceil(criticalCap × limit)` calls are in flight,
  *   else shed; never queued, never shed for the event loop;
@@ -64,8 +90,14 @@ export class AdmissionPool {
   private total = 0;
   private queued = 0;
   private readonly queues: Queues = [[], [], []];
-  /** The event loop's pressure level, 0 to 3 (see above). */
+  /** The event loop's pressure level from its delay, 0 to 3 (see above). */
   private level = 0;
+  /** Whether the last windows showed a busy loop, so that the turn's budget applies. */
+  private busy = false;
+  /** How many windows in a row, up to the last, the loop was busy in with calls. */
+  private busyRun = 0;
+  /** Whether a call was seen since the last window ended. */
+  private called = false;
   /** Tickets not ended yet, oldest first: those past `leaseMs` are let go. */
   private readonly live = new Set<PoolTicket>();
 
@@ -96,25 +128,29 @@ export class AdmissionPool {
   acquire(priority: Priority): Ticket | undefined | Promise<Ticket | undefined> {
     const rank = rankOf(priority);
     const limit = this.limiter.limit;
+    this.called = true;
     // Read for every call, critical included, so the turn is timed from its first call.
     const busy = this.turn?.busyMs() ?? 0;
     if (rank === 3) {
       if (this.total < Math.ceil(this.settings.criticalCap * limit)) return this.admit(priority);
-      return this.shed(priority);
+      return this.shed(priority, 'limit');
     }
-    if (this.level > rank || turnLevel(busy, this.settings.maxTurnMs) > rank) {
-      return this.shed(priority);
+    if (this.level > rank) return this.shed(priority, 'event_loop_delay');
+    if (this.busy && turnLevel(busy, this.settings.maxTurnMs) > rank) {
+      return this.shed(priority, 'turn_budget');
     }
     if (this.total < limit && !this.waitingAtOrAbove(rank)) return this.admit(priority);
-    if (rank === 0 || this.settings.queueMs === 0) return this.shed(priority);
+    if (rank === 0 || this.settings.queueMs === 0) return this.shed(priority, 'limit');
     return this.enqueue(priority, rank);
   }
 
   /**
    * Ends a window (see {@link Gradient2Limit.update}): a new limit, the event loop's
-   * pressure, and waiting calls admitted if the limit rose. Returns the limit.
+   * pressure, and waiting calls admitted if the limit rose. `utilization` is the loop's
+   * utilisation over the window, from 0 to 1 (undefined when not measured: not busy).
+   * Returns the limit.
    */
-  update(eventLoopDelayMs?: number): number {
+  update(eventLoopDelayMs?: number, utilization?: number): number {
     const expired = this.clock.now() - this.settings.leaseMs;
     for (const ticket of this.live) {
       if (ticket.admittedAt > expired) break;
@@ -123,10 +159,18 @@ export class AdmissionPool {
     const limit = this.limiter.update(eventLoopDelayMs);
     const max = this.settings.maxEventLoopDelayMs;
     const delay = eventLoopDelayMs ?? 0;
-    this.level = delay > 4 * max ? 3 : delay > 2 * max ? 2 : delay > max ? 1 : 0;
+    // A late loop not busy for long was stalled (a cold process's first burst, a garbage
+    // collection), not loaded: it sheds nothing. Not measured: the delay alone.
+    // A window without a call was busy with something else (the app's own bootstrap): no load.
+    const busyWithCalls = this.called && (utilization ?? 0) > BUSY_UTILIZATION;
+    this.called = false;
+    this.busyRun = busyWithCalls ? this.busyRun + 1 : 0;
+    const loaded = utilization === undefined || this.busyRun >= BUSY_WINDOWS;
+    this.level = !loaded ? 0 : delay > 4 * max ? 3 : delay > 2 * max ? 2 : delay > max ? 1 : 0;
+    this.busy = this.level > 0 || this.busyRun >= BUSY_WINDOWS;
     // Waiting calls the loop's pressure now sheds go at once.
     for (let rank = 1; rank < this.level && rank < 3; rank++) {
-      for (const w of this.queues[rank]!.splice(0)) this.leave(w, undefined);
+      for (const w of this.queues[rank]!.splice(0)) this.leave(w, undefined, 'event_loop_delay');
     }
     this.drain();
     return limit;
@@ -157,8 +201,8 @@ export class AdmissionPool {
     return this.clock.now();
   }
 
-  private shed(priority: Priority): undefined {
-    this.listener.shed(this.name, priority);
+  private shed(priority: Priority, signal: ShedSignal): undefined {
+    this.listener.shed(this.name, priority, signal);
     return undefined;
   }
 
@@ -172,9 +216,9 @@ export class AdmissionPool {
       // The newest call of the lowest priority below the newcomer's makes room.
       let evicted: Waiter | undefined;
       for (let r = 1; r < rank && evicted === undefined; r++) evicted = this.queues[r]!.pop();
-      if (evicted === undefined) return this.shed(priority);
+      if (evicted === undefined) return this.shed(priority, 'limit');
       this.queued--;
-      this.leave(evicted, undefined, false);
+      this.leave(evicted, undefined, 'limit', false);
     }
     return new Promise((resolve) => {
       const waiter: Waiter = { priority, rank, since: this.clock.now(), resolve, timer: undefined };
@@ -183,7 +227,7 @@ export class AdmissionPool {
         const at = queue.indexOf(waiter);
         if (at === -1) return;
         queue.splice(at, 1);
-        this.leave(waiter, undefined);
+        this.leave(waiter, undefined, 'limit');
       }, this.settings.queueMs);
       this.queues[rank]!.push(waiter);
       this.queued++;
@@ -196,19 +240,25 @@ export class AdmissionPool {
     while (this.total < this.limiter.limit) {
       const next = this.queues[2]!.shift() ?? this.queues[1]!.shift();
       if (next === undefined) return;
-      this.leave(next, this.admit(next.priority));
+      this.leave(next, this.admit(next.priority), 'limit');
     }
   }
 
   /**
    * A waiting call leaves the queue, with its ticket or shed.
+   * @param signal what sheds it, when it is shed
    * @param counted false when the caller already took it off `queued`
    */
-  private leave(waiter: Waiter, ticket: Ticket | undefined, counted = true): void {
+  private leave(
+    waiter: Waiter,
+    ticket: Ticket | undefined,
+    signal: ShedSignal,
+    counted = true,
+  ): void {
     if (counted) this.queued--;
     this.clock.clearTimeout(waiter.timer);
     this.listener.waited(this.name, waiter.priority, this.clock.now() - waiter.since, !!ticket);
-    if (ticket === undefined) this.listener.shed(this.name, waiter.priority);
+    if (ticket === undefined) this.listener.shed(this.name, waiter.priority, signal);
     waiter.resolve(ticket);
   }
 }

@@ -44,6 +44,15 @@ export interface OverloadSettings {
 
 const sqrt = (limit: number) => Math.sqrt(limit);
 
+/**
+ * `minLimit`'s default: the calls an idle process admits at once. An idle process's limit
+ * is at its floor (the app-limited cap), so the floor is the burst a web server takes from
+ * cold: a page's fan-out, a client's retry storm, a batch job's first requests. 50 admits
+ * such bursts of a few tens with room to spare; a process whose calls queue on a small
+ * resource (a database pool of 4) sets it near that resource's size instead.
+ */
+const DEFAULT_MIN_LIMIT = 50;
+
 /** `maxTurnMs`'s default, in **ms**. */
 const DEFAULT_MAX_TURN_MS = 5;
 
@@ -106,7 +115,9 @@ function poolSettings(
       "nothing: a pool's windows are the process's windowMs",
       where,
     );
-  const minLimit = get('minLimit') ?? 5;
+  // A floor left to its default stays within a ceiling or a start that is set lower.
+  const minLimit =
+    get('minLimit') ?? lowest(DEFAULT_MIN_LIMIT, get('maxLimit'), get('initialLimit'));
   const maxLimit = get('maxLimit') ?? 1000;
   // A pool that sets its own bounds takes the inherited start within them.
   const initialLimit =
@@ -198,6 +209,13 @@ function poolSettings(
     maxQueued,
     leaseMs,
   };
+}
+
+/** The smallest of `fallback` and the integers among `values`. */
+function lowest(fallback: number, ...values: unknown[]): number {
+  let min = fallback;
+  for (const v of values) if (Number.isSafeInteger(v) && (v as number) < min) min = v as number;
+  return min;
 }
 
 function integer(

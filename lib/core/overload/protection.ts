@@ -1,4 +1,4 @@
-import { AdmissionPool, type Ticket } from './admission.js';
+import { AdmissionPool, type ShedSignal, type Ticket } from './admission.js';
 import { SYSTEM_CLOCK, type OverloadClock } from './clock.js';
 import type { OverloadSettings } from './options.js';
 import { LoopTurn } from './turn.js';
@@ -19,6 +19,8 @@ export interface SheddingEpisode {
   pools: string[];
   /** Shed calls by priority in the episode so far (1 at the start). */
   shed: ShedCounts;
+  /** At the start: what shed the first call. */
+  signal?: ShedSignal;
   /** The process pool's limit and calls in flight when reported. */
   limit: number;
   inFlight: number;
@@ -28,8 +30,8 @@ export interface SheddingEpisode {
 
 /** What {@link OverloadProtection} tells as it works: every member optional. */
 export interface OverloadListener {
-  /** A call was shed. */
-  shed?(pool: string, priority: Priority): void;
+  /** A call was shed, by `signal`. */
+  shed?(pool: string, priority: Priority, signal: ShedSignal): void;
   /** A call left the queue after `waitedMs` **ms**, admitted or shed. */
   waited?(pool: string, priority: Priority, waitedMs: number, admitted: boolean): void;
   /** The first call shed after a quiet spell of {@link SHEDDING_QUIET_MS}. */
@@ -58,7 +60,8 @@ export class OverloadProtection {
     private readonly clock: OverloadClock = SYSTEM_CLOCK,
   ) {
     const told = {
-      shed: (pool: string, priority: Priority) => this.onShed(pool, priority),
+      shed: (pool: string, priority: Priority, signal: ShedSignal) =>
+        this.onShed(pool, priority, signal),
       waited: (pool: string, priority: Priority, waitedMs: number, admitted: boolean) =>
         listener.waited?.(pool, priority, waitedMs, admitted),
     };
@@ -99,10 +102,12 @@ export class OverloadProtection {
 
   /**
    * Ends a window in every pool, with the event loop's delay over it in **ms** (undefined
-   * when it is not watched), and a shedding episode that has been quiet long enough.
+   * when it is not watched) and its utilisation over it, from 0 to 1
+   * (`performance.eventLoopUtilization`; undefined when not measured), and a shedding
+   * episode that has been quiet long enough.
    */
-  update(eventLoopDelayMs?: number): void {
-    for (const pool of this.pools.values()) pool.update(eventLoopDelayMs);
+  update(eventLoopDelayMs?: number, utilization?: number): void {
+    for (const pool of this.pools.values()) pool.update(eventLoopDelayMs, utilization);
     if (this.shedding && this.clock.now() - this.lastShedAt >= SHEDDING_QUIET_MS) {
       this.shedding = false;
       this.listener.sheddingStopped?.({
@@ -114,7 +119,7 @@ export class OverloadProtection {
     }
   }
 
-  private onShed(pool: string, priority: Priority): void {
+  private onShed(pool: string, priority: Priority, signal: ShedSignal): void {
     const now = this.clock.now();
     this.lastShedAt = now;
     if (!this.shedding) {
@@ -127,12 +132,13 @@ export class OverloadProtection {
         ...this.processState(),
         pools: [pool],
         shed: { ...this.counts },
+        signal,
       });
     } else {
       this.counts[priority]++;
       if (!this.episodePools.includes(pool)) this.episodePools.push(pool);
     }
-    this.listener.shed?.(pool, priority);
+    this.listener.shed?.(pool, priority, signal);
   }
 
   private processState(): { limit: number; inFlight: number } {

@@ -24,12 +24,18 @@ export function isPriority(value: unknown): value is Priority {
  * are in requests in flight; durations in **ms**.
  */
 export interface AdaptiveLimitOptions {
-  /** The limit before any window has been measured. An integer >= 1. Default 20. */
+  /**
+   * The limit before any window has been measured. An integer from `minLimit` to
+   * `maxLimit`. Default 20, raised to `minLimit`.
+   */
   initialLimit?: number;
   /**
    * The floor: the limit never goes below it, and an idle process is at it (the limit is
    * capped at twice the most calls in flight of the last 10 windows, the app-limited cap,
-   * and never below this): the calls admitted from cold. An integer >= 1. Default 5.
+   * and never below this): the burst admitted from cold. An integer >= 1. Default 50 (or
+   * `maxLimit` or `initialLimit` when either is set lower): a web server's burst from idle.
+   * A process whose calls queue on a small resource (a database pool of 4 connections)
+   * sets it near that resource's size, so that the limit can come down to what it serves.
    */
   minLimit?: number;
   /** The ceiling: the limit never goes above it. An integer >= `minLimit`. Default 1000. */
@@ -65,8 +71,8 @@ export interface AdaptiveLimitOptions {
   /**
    * The event loop's delay, in **ms** (its mean over a window, beyond the sampling
    * resolution), above which the process counts as overloaded whatever the latencies say:
-   * the limit is multiplied by `eventLoopBackoff` each such window, and `sheddable` calls
-   * are shed; above twice this delay `normal` calls too, above four times `high` calls too.
+   * the limit is multiplied by `eventLoopBackoff` each such window, and, while the loop is
+   * busy (utilisation above 0.9 in each of the last 2 windows), `sheddable` calls are shed; above twice this delay `normal` calls too, above four times `high` calls too.
    * `false`: the event loop is not watched (nor its turns timed, unless `maxTurnMs` is set).
    * Default 50.
    */
@@ -85,8 +91,10 @@ export interface AdmissionOptions {
    * been busy for longer (it waited that long behind the calls run before it in the turn) is
    * shed if `sheddable`; above twice this, `normal` calls too; above four times, `high`
    * calls too; `critical` never. It bounds the queue a CPU-bound handler builds in the
-   * sockets, which the concurrency limit cannot see. `false`: turns are not timed. A number
-   * > 0, or false. Default 5; false when `maxEventLoopDelayMs` is false.
+   * sockets, which the concurrency limit cannot see. It applies only while the loop is busy
+   * over a longer horizon: its utilisation (`performance.eventLoopUtilization`) above 0.9 in
+   * each of the last 2 windows; so the burst of an idle process is never shed by it. `false`: turns are not timed. A number > 0, or false. Default 5; false when
+   * `maxEventLoopDelayMs` is false.
    */
   maxTurnMs?: number | false;
   /**

@@ -1,4 +1,9 @@
-import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
+import {
+  monitorEventLoopDelay,
+  performance,
+  type EventLoopUtilization,
+  type IntervalHistogram,
+} from 'node:perf_hooks';
 
 /** The histogram's sampling period, in **ms** (Node's default); its samples include it. */
 const RESOLUTION_MS = 10;
@@ -33,5 +38,25 @@ export class EventLoopDelay {
   stop(): void {
     this.histogram?.disable();
     this.histogram = undefined;
+  }
+}
+
+/**
+ * The event loop's utilisation, read once per window: the share of the window it spent
+ * running callbacks, from 0 to 1 (`perf_hooks`' `performance.eventLoopUtilization`).
+ */
+export class LoopUtilization {
+  private last: EventLoopUtilization | undefined;
+
+  start(): void {
+    this.last = performance.eventLoopUtilization();
+  }
+
+  /** The utilisation since the last read (or start), from 0 to 1. */
+  read(): number {
+    const now = performance.eventLoopUtilization();
+    const since = this.last === undefined ? now : performance.eventLoopUtilization(now, this.last);
+    this.last = now;
+    return since.utilization;
   }
 }

@@ -10,7 +10,7 @@ import type { OverloadMetrics } from '../observability/overload-metrics.js';
 import type { DecisionTracing } from '../observability/tracing.js';
 import type { RequestOutcome } from '../pipeline/outcome.js';
 import { refusalOf } from '../transports/refusal.js';
-import { EventLoopDelay } from './event-loop.js';
+import { EventLoopDelay, LoopUtilization } from './event-loop.js';
 import { OverloadRoutes, type OverloadRoute } from './routes.js';
 
 /** The message of a shed call's 503. */
@@ -27,6 +27,7 @@ export class Overload {
   readonly routes: OverloadRoutes;
   metrics: OverloadMetrics | undefined;
   private readonly loop = new EventLoopDelay();
+  private readonly utilization = new LoopUtilization();
   private timer: ReturnType<typeof setInterval> | undefined;
   private readonly format: 'nest' | 'problem';
 
@@ -58,13 +59,14 @@ export class Overload {
     const windowMs = this.settings.pool.windowMs;
     const watch = this.settings.watchesEventLoop;
     if (watch) this.loop.start(this.clock.now());
+    this.utilization.start();
     this.timer = setInterval(() => {
       let delay: number | undefined;
       if (watch) {
         delay = this.loop.read(this.clock.now(), windowMs);
         if (this.metrics) this.metrics.eventLoopDelayMs = delay;
       }
-      this.protection.update(delay);
+      this.protection.update(delay, this.utilization.read());
     }, windowMs);
     // Never what keeps a process alive.
     this.timer.unref();

@@ -5,6 +5,23 @@ import { handlerKind } from '../module/handlers.js';
 import { createOverloadMetrics } from '../observability/overload-metrics.js';
 import { RoutePlanner } from '../plan/planner.js';
 import { RateLimitSettleInterceptor } from '../end/settle.interceptor.js';
+import { isRateLimitGuard } from '../pipeline/stages/after-route-guards.js';
+
+/** Why a `@Priority` function on a route with guards of its own is warned of. */
+const PRIORITY_BEFORE_GUARDS =
+  "its @Priority function runs before this handler's own guards (a call is admitted or shed " +
+  'before any of them): a user an auth guard of the route sets is not known yet. Read the ' +
+  'user from the request (a header, a token decoded in a middleware), or authenticate in a ' +
+  'global guard registered before the module';
+
+/** Whether `handler` or its class has `@UseGuards` of its own, besides the module's guard. */
+function hasOwnGuards(type: object, handler: object): boolean {
+  return [type, handler].some((target) =>
+    ((Reflect.getMetadata(NEST_METADATA.guards, target) as unknown[] | undefined) ?? []).some(
+      (guard) => !isRateLimitGuard(guard),
+    ),
+  );
+}
 
 /**
  * Under the `overload` option only, at bootstrap: puts `RateLimitSettleInterceptor` first
@@ -13,7 +30,9 @@ import { RateLimitSettleInterceptor } from '../end/settle.interceptor.js';
  * result settles (as `@ConcurrencyLimit` does for its own handlers); HTTP routes need none,
  * their response's end says when (`stages/shed.ts`), and a controller of HTTP routes alone
  * pays for no RxJS pipeline per request; reads every handler's `@Priority`,
- * `@SkipLoadShedding` and `@OverloadPool`, so an unknown pool fails the start; registers
+ * `@SkipLoadShedding` and `@OverloadPool`, so an unknown pool fails the start, and warns
+ * (`rate_limit.unenforced`, once per handler) of a `@Priority` function on a handler with
+ * guards of its own, which it runs before; registers
  * the overload metrics; starts the windows and the event loop's watch, stopped at shutdown.
  *
  * The interceptors in a constructor: Nest reads them when it binds routes, gateways and
@@ -42,7 +61,10 @@ export class OverloadSetup implements OnModuleInit, OnApplicationShutdown {
         const kind = handlerKind(metatype, method, controllers.has(metatype));
         if (kind === undefined) continue;
         if (kind !== 'http') settles = true;
-        overload.routes.route(metatype, method);
+        const route = overload.routes.route(metatype, method);
+        if (typeof route.priority === 'function' && hasOwnGuards(metatype, method)) {
+          planner.events.unenforced({ route: route.name, reason: PRIORITY_BEFORE_GUARDS });
+        }
       }
       if (!settles) continue;
       const own = (Reflect.getOwnMetadata(NEST_METADATA.interceptors, metatype) ?? []) as unknown[];
