@@ -1,6 +1,7 @@
 import { concurrency } from './concurrency.js';
 import { fixedWindow } from './fixed-window.js';
 import { gcra } from './gcra.js';
+import { slidingLog } from './sliding-log.js';
 import { slidingWindow } from './sliding-window.js';
 import { tokenBucket } from './token-bucket.js';
 import { blockedOutcome } from '../model/penalty.js';
@@ -9,6 +10,7 @@ import type { AlgorithmImpl, AlgorithmParams, Outcome, PolicyAlgorithm, State } 
 export type { AlgorithmImpl, AlgorithmParams, Evaluate, LuaForm, Outcome, State } from './types.js';
 export { evaluateFixedWindow } from './fixed-window.js';
 export { evaluateGcra } from './gcra.js';
+export { evaluateSlidingLog } from './sliding-log.js';
 export { evaluateSlidingWindow } from './sliding-window.js';
 export { evaluateTokenBucket } from './token-bucket.js';
 
@@ -19,6 +21,7 @@ export { evaluateTokenBucket } from './token-bucket.js';
 export const ALGORITHM_IMPLS: Readonly<Record<PolicyAlgorithm, AlgorithmImpl>> = {
   'fixed-window': fixedWindow,
   'sliding-window': slidingWindow,
+  'sliding-log': slidingLog,
   'token-bucket': tokenBucket,
   gcra,
   concurrency,
