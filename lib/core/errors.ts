@@ -9,6 +9,8 @@ import { seeErrorsPage } from './errors-page.js';
 export type RateLimitErrorCode =
   | 'ERR_RATE_LIMIT_RATE'
   | 'ERR_RATE_LIMIT_ALGORITHM'
+  /** A `sliding-log` policy whose limit is above its log's size (10,000 entries). */
+  | 'ERR_RATE_LIMIT_LOG_SIZE'
   | 'ERR_RATE_LIMIT_BURST'
   | 'ERR_RATE_LIMIT_COST'
   | 'ERR_RATE_LIMIT_BLOCK'

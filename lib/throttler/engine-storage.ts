@@ -1,7 +1,8 @@
 import { createHash } from 'node:crypto';
 import type { LimitEntry, RateLimiter } from '../core/limiter.js';
 import { definePolicy } from '../core/limiter.js';
-import { MAX_FIXED_WINDOW_PERIOD_MS } from '../core/model/rate.js';
+import { MAX_LOG_ENTRIES } from '../core/algorithms/sliding-log.js';
+import { MAX_FIXED_WINDOW_PERIOD_MS, MAX_SCALED } from '../core/model/rate.js';
 import type { Policy, PolicyDecision } from '../core/model/policy.js';
 import { Logger } from '@nestjs/common';
 import { guardReport, storedBlock } from './block-default.js';
@@ -41,7 +42,8 @@ const MAX_MS = MAX_FIXED_WINDOW_PERIOD_MS;
 
 /**
  * A throttler storage on this package's engine: every throttler of a request is decided in
- * one call of a {@link RateLimiter} (a fixed window per budget key and throttler, with the
+ * one call of a {@link RateLimiter} (a sliding log per budget key and throttler, a fixed window
+ * above its size, with the
  * throttler's block), all-or-nothing: a request refused by one throttler spends nothing from
  * the others. In memory and on a standalone or Sentinel Redis that call is one atomic step
  * (one Lua script). On Redis Cluster it is one script per hash slot, one slot after the
@@ -138,8 +140,8 @@ export abstract class EngineStorage implements ThrottlerStorage {
   }
 
   /**
-   * The fixed window of one hit; the `j`-th of `n` hits of one budget counts on a window of
-   * its own with cost `n` and `n - j` more room, so that it admits exactly when the shared
+   * The sliding log (or fixed window) of one hit; the `j`-th of `n` hits of one budget counts
+   * on a log of its own with cost `n` and `n - j` more room, so that it admits exactly when the shared
    * count (each earlier hit of the request counted) stays within its limit.
    */
   private policyOf(hit: ThrottlerHit, n: number, j: number): Policy {
@@ -154,7 +156,10 @@ export abstract class EngineStorage implements ThrottlerStorage {
         {
           name: NAME.test(name) ? name : hashedName(name),
           rate: { limit, periodMs: ttl },
-          algorithm: 'fixed-window',
+          // The throttler's storage is a sliding log (each hit expires `ttl` after it); a
+          // limit too large for a log (or a rate too large to count) a fixed window.
+          algorithm:
+            limit <= MAX_LOG_ENTRIES && limit * ttl <= MAX_SCALED ? 'sliding-log' : 'fixed-window',
           ...(block > 0 && { block, blockResets: true }),
         },
         `throttler "${hit.throttlerName}"`,

@@ -338,6 +338,19 @@ describe.each(PLATFORMS)(
       expect(seen).toEqual([200, 200, 429, 200]);
     });
 
+    it("each hit expires ttl after it, as 6.7.1's storage does (was a fixed window): { ttl: 1000, limit: 2 }, injected clock, hits at 0, 900, 1050, 1060, 1070 ms answer 200 200 200 429 429", async () => {
+      const start0 = 1_000_000;
+      let now = start0;
+      const storage = new ThrottlerStorageService({ clock: () => now });
+      const get = await start({ throttlers: [{ ttl: 1000, limit: 2 }], storage }, platform);
+      const seen: number[] = [];
+      for (const at of [0, 900, 1050, 1060, 1070]) {
+        now = start0 + at;
+        seen.push(...(await get(1)));
+      }
+      expect(seen).toEqual([200, 200, 200, 429, 429]);
+    });
+
     it('a blockDuration that is set is kept: { ttl: 2000, limit: 2, blockDuration: 2000 } still refuses at 2400 ms', async () => {
       let now = 1_000_000;
       const storage = new ThrottlerStorageService({ clock: () => now });

@@ -87,8 +87,14 @@ describe('resolvePolicy: defaults', () => {
     });
   });
 
-  it('exports the four algorithms in order', () => {
-    expect(ALGORITHMS).toEqual(['fixed-window', 'sliding-window', 'token-bucket', 'gcra']);
+  it('exports the five algorithms in order', () => {
+    expect(ALGORITHMS).toEqual([
+      'fixed-window',
+      'sliding-window',
+      'sliding-log',
+      'token-bucket',
+      'gcra',
+    ]);
   });
 });
 
@@ -163,9 +169,30 @@ describe('resolvePolicy: algorithm', () => {
       const error = rejected({ rate: '10/s', algorithm: algorithm as Algorithm }, WHERE);
       expectCode(error, 'ERR_RATE_LIMIT_ALGORITHM');
       expect(error.message).toContain(`unknown algorithm ${JSON.stringify(algorithm)}`);
-      expect(error.message).toContain('fixed-window, sliding-window, token-bucket, gcra');
+      expect(error.message).toContain(
+        'fixed-window, sliding-window, sliding-log, token-bucket, gcra',
+      );
     },
   );
+});
+
+describe('resolvePolicy: sliding-log', () => {
+  it('takes a limit of up to 10,000 (its log size), and fails above, naming the policy', () => {
+    expect(resolvePolicy({ rate: '10000/h', algorithm: 'sliding-log' })).toMatchObject({
+      limit: 10_000,
+      periodMs: 3_600_000,
+      algorithm: 'sliding-log',
+      capacity: 10_000,
+    });
+    const error = rejected({ name: 'big', rate: '10001/h', algorithm: 'sliding-log' }, WHERE);
+    expectCode(error, 'ERR_RATE_LIMIT_LOG_SIZE');
+    expect(error.message).toContain('limit 10001 in policy "big"');
+  });
+
+  it('has no burst', () => {
+    const error = rejected({ rate: '10/s', algorithm: 'sliding-log', burst: 20 }, WHERE);
+    expectCode(error, 'ERR_RATE_LIMIT_BURST');
+  });
 });
 
 describe('resolvePolicy: name', () => {

@@ -1,6 +1,7 @@
 import { concurrency } from './concurrency.js';
 import { fixedWindow } from './fixed-window.js';
 import { gcra } from './gcra.js';
+import { slidingLog } from './sliding-log.js';
 import { slidingWindow } from './sliding-window.js';
 import { tokenBucket } from './token-bucket.js';
 import { blockedOutcome } from '../model/penalty.js';
@@ -8,6 +9,7 @@ import type { AlgorithmImpl, AlgorithmParams, Outcome, PolicyAlgorithm, State } 
 
 export type { AlgorithmImpl, Evaluate, Outcome, State } from './types.js';
 export { evaluateGcra } from './gcra.js';
+export { evaluateSlidingLog } from './sliding-log.js';
 export { evaluateTokenBucket } from './token-bucket.js';
 
 /**
@@ -17,6 +19,7 @@ export { evaluateTokenBucket } from './token-bucket.js';
 export const ALGORITHM_IMPLS: Readonly<Record<PolicyAlgorithm, AlgorithmImpl>> = {
   'fixed-window': fixedWindow,
   'sliding-window': slidingWindow,
+  'sliding-log': slidingLog,
   'token-bucket': tokenBucket,
   gcra,
   concurrency,

@@ -5,19 +5,21 @@
  */
 
 /**
- * The four algorithms (see docs/reference/policies-and-algorithms.md).
+ * The five algorithms (see docs/reference/policies-and-algorithms.md).
  * - `fixed-window`: a counter per window; the window starts at the identity's first
  *   admitted request and lasts one period.
  * - `sliding-window`: the weighted sum of the current and the previous epoch-aligned window.
+ * - `sliding-log`: a log of the hits of the last period, each expiring exactly one period
+ *   after it (`sliding-log.ts`).
  * - `token-bucket`: capacity `burst ?? limit`, refilled at `limit / periodMs` tokens per ms.
  * - `gcra`: the Generic Cell Rate Algorithm (ITU-T I.371): one theoretical arrival time
  *   (TAT) per identity; emission interval T = periodMs / limit, tolerance tau = burst × T.
  *   Decides exactly as `token-bucket` does, with other state.
  */
-export type Algorithm = 'fixed-window' | 'sliding-window' | 'token-bucket' | 'gcra';
+export type Algorithm = 'fixed-window' | 'sliding-window' | 'sliding-log' | 'token-bucket' | 'gcra';
 
 /**
- * What a validated policy evaluates: one of the four algorithms, or `'concurrency'` for a
+ * What a validated policy evaluates: one of the five algorithms, or `'concurrency'` for a
  * concurrency limit (see `concurrency.ts`), which users declare with `concurrent`.
  */
 export type PolicyAlgorithm = Algorithm | 'concurrency';

@@ -1,4 +1,5 @@
 import { concurrencyOf } from '../algorithms/concurrency.js';
+import { MAX_LOG_ENTRIES } from '../algorithms/sliding-log.js';
 import { quote, RateLimitConfigError } from '../errors.js';
 import {
   isPositiveInteger,
@@ -16,6 +17,7 @@ export type { Algorithm, PolicyAlgorithm } from '../algorithms/types.js';
 export const ALGORITHMS: readonly Algorithm[] = [
   'fixed-window',
   'sliding-window',
+  'sliding-log',
   'token-bucket',
   'gcra',
 ];
@@ -119,8 +121,8 @@ const SCOPE_PATTERN = /^[A-Za-z0-9_.\-/]{1,128}$/;
  * Validates a policy once, at definition or bootstrap time.
  *
  * @param where where it came from, quoted in errors (e.g. `ReportsController.export`)
- * @throws {RateLimitConfigError} with code `ERR_RATE_LIMIT_RATE`, `_ALGORITHM`, `_BURST`,
- *   `_COST`, `_NAME` or `_SCOPE`, quoting the offending value; `ERR_RATE_LIMIT_POLICY_OPTION`
+ * @throws {RateLimitConfigError} with code `ERR_RATE_LIMIT_RATE`, `_ALGORITHM`, `_LOG_SIZE`
+ *   (a `sliding-log` limit above {@link MAX_LOG_ENTRIES}), `_BURST`, `_COST`, `_NAME` or `_SCOPE`, quoting the offending value; `ERR_RATE_LIMIT_POLICY_OPTION`
  *   for a policy that is no object
  */
 export function resolvePolicy(input: PolicyInput, where?: string): Policy {
@@ -145,6 +147,13 @@ export function resolvePolicy(input: PolicyInput, where?: string): Policy {
     throw new RateLimitConfigError(
       'ERR_RATE_LIMIT_ALGORITHM',
       `unknown algorithm ${quote(algorithm)} in policy "${name}": use one of ${ALGORITHMS.join(', ')}`,
+      where,
+    );
+  }
+  if (algorithm === 'sliding-log' && limit > MAX_LOG_ENTRIES) {
+    throw new RateLimitConfigError(
+      'ERR_RATE_LIMIT_LOG_SIZE',
+      `limit ${limit} in policy "${name}" is too large for a sliding-log (one entry per unit): at most ${MAX_LOG_ENTRIES}`,
       where,
     );
   }
@@ -226,7 +235,7 @@ export function toPolicy(value: Policy | PolicyInput, where?: string): Policy {
         where,
       );
     }
-    const windowed = p.algorithm === 'fixed-window' || p.algorithm === 'sliding-window';
+    const windowed = p.algorithm !== 'token-bucket' && p.algorithm !== 'gcra';
     return resolvePolicy(
       {
         name: p.name,

@@ -1,3 +1,4 @@
+import { refundSlidingLog } from '../algorithms/sliding-log.js';
 import type { Outcome, PolicyAlgorithm, State } from '../algorithms/types.js';
 import type { StoreOutcome, StorePolicy, StoreRefund } from '../stores/store.js';
 
@@ -14,7 +15,9 @@ import type { StoreOutcome, StorePolicy, StoreRefund } from '../stores/store.js'
  * - fixed window: the count shrinks by `cost`, down to 0, only in the window the request
  *   spent in (`mark`: its end in ms); a later window owes it nothing;
  * - sliding window: the count of the window the request spent in (`mark`: its index)
- *   shrinks, as the current window or, once it is the previous one, as that.
+ *   shrinks, as the current window or, once it is the previous one, as that;
+ * - sliding log: up to `cost` of the hits logged at `mark` (the request's time in ms) leave
+ *   the log; hits that expired owe nothing.
  */
 
 // StoreRefund lives in stores/store.ts (the store's contract), re-exported here.
@@ -36,6 +39,8 @@ export interface Spending {
 function markOf(algorithm: PolicyAlgorithm, written: State, offsetMs = 0): number {
   if (algorithm === 'fixed-window') return written[1]!;
   if (algorithm === 'sliding-window') return written[0]!;
+  // The request's hits are the newest of the log it wrote.
+  if (algorithm === 'sliding-log') return written[written.length - 1]!;
   return offsetMs + written[0]! + (written[1]! > 0 ? 1 : 0);
 }
 
@@ -87,6 +92,10 @@ export function refundedState(
       return { state: [index, cur, Math.max(0, prev - cost)], expiresAt };
     }
     return null;
+  }
+  if (algorithm === 'sliding-log') {
+    const kept = refundSlidingLog(state, mark, cost);
+    return kept === undefined ? null : { state: kept, expiresAt };
   }
   // Token bucket and GCRA: `[tatMs, ticks]`, the debt in ticks of 1/L ms (see gcra.ts).
   const debt = state[0]! >= now ? (state[0]! - now) * L + Math.min(state[1]!, L - 1) : 0;

@@ -58,6 +58,8 @@ export type InspectedState =
   | { readonly count: number; readonly windowEndMs: number }
   /** Sliding window: the window index (`floor(now / periodMs)`) and the counts of it and the one before. */
   | { readonly windowIndex: number; readonly current: number; readonly previous: number }
+  /** Sliding log: the hits of the last period, in ms since the epoch, ascending, one per unit. */
+  | { readonly hitsMs: readonly number[] }
   /**
    * Concurrency limit: the slots held (requests in flight), and when each one's lease
    * expires, in ms since the epoch, ascending (a slot not given back frees itself then).
@@ -142,17 +144,21 @@ function describeSnapshot(
         ? [0, nowMs]
         : algorithm === 'sliding-window'
           ? [0, 0, 0]
-          : [0, 0]
+          : algorithm === 'sliding-log'
+            ? []
+            : [0, 0]
       : algorithm === 'fixed-window'
         ? [0, nowMs]
         : algorithm === 'sliding-window'
           ? [Math.floor(nowMs / override.periodMs), 0, 0]
-          : [0, 0];
+          : algorithm === 'sliding-log'
+            ? []
+            : [0, 0];
     const { ttlMs, state } =
       stored?.state === undefined
         ? { ttlMs: 0, state: fresh }
         : { ttlMs: stored.ttlMs, state: stored.state };
-    const windowed = algorithm === 'fixed-window' || algorithm === 'sliding-window';
+    const windowed = ALGORITHM_IMPLS[algorithm].lua.kind !== 'debt';
     const policy: KnownPolicy | undefined = override
       ? {
           limit: override.limit,
@@ -194,7 +200,9 @@ function describeSnapshot(
     const shown =
       algorithm === 'fixed-window'
         ? { count: state[0]!, windowEndMs: state[1]! }
-        : { windowIndex: state[0]!, current: state[1]!, previous: state[2]! };
+        : algorithm === 'sliding-log'
+          ? { hitsMs: policy ? state.filter((t) => t > nowMs - policy.periodMs) : [...state] }
+          : { windowIndex: state[0]!, current: state[1]!, previous: state[2]! };
     if (!policy) {
       // The window end, or for a sliding window the key's expiry: both when the state is empty.
       const resetMs =

@@ -66,7 +66,8 @@ export interface StoreRefund {
   /** Units spent, to give back: an integer >= 1. */
   readonly cost: number;
   /**
-   * Where the request spent: the window's end (fixed window, ms), its index (sliding), or
+   * Where the request spent: the window's end (fixed window, ms), its index (sliding), the
+   * time its hits were logged at (sliding log, ms), or
    * the TAT it left, in ms (token bucket, GCRA: on the store's clock; RedisStore, on the
    * server clock, counts it on this process's clock, which only the elapsed time matters to).
    */

@@ -1,3 +1,4 @@
+import { ALGORITHM_IMPLS } from '../../algorithms/index.js';
 import { applicableOverride } from '../../operator/control.js';
 import type { ControlChange, ControlSnapshot, StorePolicy } from '../store.js';
 
@@ -33,8 +34,9 @@ export function controlEffect(
   const found = applicableOverride(fields, now, scope, name);
   if (!found) return { params: policy };
   const { limit, periodMs } = found;
-  const window = policy.algorithm === 'fixed-window' || policy.algorithm === 'sliding-window';
-  const capacity = window ? limit : (found.burst ?? limit);
+  // A burst means something only to a debt (token bucket, GCRA), as in the control script.
+  const debt = ALGORITHM_IMPLS[policy.algorithm].lua.kind === 'debt';
+  const capacity = debt ? (found.burst ?? limit) : limit;
   // Each override runs on state of its own (see CONSUME_SCRIPT).
   const untilMs = now + found.expiresInMs;
   return {

@@ -23,7 +23,8 @@ export const ALGORITHM_CODES: Readonly<Record<PolicyAlgorithm, number>> = {
   'token-bucket': 3,
   gcra: 4,
   concurrency: 5,
-  // The next algorithm takes 6.
+  'sliding-log': 6,
+  // The next algorithm takes 7.
 };
 
 /**
