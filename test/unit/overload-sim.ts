@@ -30,30 +30,30 @@ import type { OverloadOptions, Priority } from '../../lib/index.js';
 export type Work = 'cpu' | 'pool';
 
 /** Loop time of a call that is shed, and of a pool call's request, in ms. */
-export const SHED_COST_MS = 0.1;
+const SHED_COST_MS = 0.1;
 /** Loop time of a pool call's reply, in ms. */
-export const REPLY_COST_MS = 0.05;
+const REPLY_COST_MS = 0.05;
 /** A call answered later than this after it arrived is one its client gave up on, ms. */
-export const CLIENT_TIMEOUT_MS = 1000;
+const CLIENT_TIMEOUT_MS = 1000;
 const CPU_MS = 2;
 const POOL_SIZE = 4;
 const POOL_MS = 5;
 const HISTOGRAM_MS = 10;
 
 /** Calls per second each work serves at most. */
-export const CAPACITY: Record<Work, number> = {
+const CAPACITY: Record<Work, number> = {
   cpu: 1000 / CPU_MS,
   pool: (POOL_SIZE * 1000) / POOL_MS,
 };
 
 /** One phase of the load: `rate` calls per second for `durationMs`. */
-export interface Phase {
+interface Phase {
   rate: number;
   durationMs: number;
 }
 
 /** One call's fate. */
-export interface CallRecord {
+interface CallRecord {
   priority: Priority;
   /** When it arrived, ms. */
   at: number;
@@ -63,7 +63,7 @@ export interface CallRecord {
 }
 
 /** The protection's state at the end of each window. */
-export interface WindowRecord {
+interface WindowRecord {
   at: number;
   limit: number;
   delayMs: number;
@@ -142,7 +142,7 @@ class Agenda {
 const before = (a: Event, b: Event) => a.at < b.at || (a.at === b.at && a.seq < b.seq);
 
 /** Runs `phases` one after the other against a fresh server doing `work`. */
-export function simulate(work: Work, phases: Phase[], options: OverloadOptions = {}): SimResult {
+function simulate(work: Work, phases: Phase[], options: OverloadOptions = {}): SimResult {
   const agenda = new Agenda();
   let now = 0;
   /** Loop timers due and not run yet, and the sockets' callbacks ready. */
@@ -341,7 +341,7 @@ export function simulate(work: Work, phases: Phase[], options: OverloadOptions =
 }
 
 /** The `q` quantile (0 to 1) of `values`, nearest rank; NaN when empty. */
-export function quantile(values: readonly number[], q: number): number {
+function quantile(values: readonly number[], q: number): number {
   if (values.length === 0) return NaN;
   const sorted = [...values].sort((a, b) => a - b);
   return sorted[Math.max(0, Math.ceil(q * sorted.length) - 1)]!;

@@ -9,7 +9,6 @@ import type { AlgorithmImpl, AlgorithmParams, Outcome, PolicyAlgorithm, State } 
 
 export type { AlgorithmImpl, Evaluate, Outcome, State } from './types.js';
 export { evaluateGcra } from './gcra.js';
-export { evaluateSlidingLog } from './sliding-log.js';
 export { evaluateTokenBucket } from './token-bucket.js';
 
 /**

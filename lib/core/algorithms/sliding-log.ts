@@ -20,7 +20,7 @@ export const MAX_LOG_ENTRIES = 10_000;
  * `resetMs` is when the state is back to full (the newest hit expires: the key's TTL);
  * `retryAfterMs` when enough of the oldest hits have expired for the cost.
  */
-export const evaluateSlidingLog: Evaluate = (state, now, { limit, periodMs: P, cost }) => {
+const evaluateSlidingLog: Evaluate = (state, now, { limit, periodMs: P, cost }) => {
   const log = state === undefined ? [] : state.filter((t) => t > now - P);
   const n = log.length;
   const remaining = Math.max(0, limit - n);

@@ -11,7 +11,7 @@ import { rankOf, type Priority } from './types.js';
  * sheds: a loop that busy that long has a queue in its sockets, while a long turn of an
  * idle loop is one burst, which the next turns absorb.
  */
-export const BUSY_UTILIZATION = 0.9;
+const BUSY_UTILIZATION = 0.9;
 
 /**
  * How many windows in a row the loop must have been busy in for the turn's budget and the
@@ -19,7 +19,7 @@ export const BUSY_UTILIZATION = 0.9;
  * run, which can hold a loaded machine's loop for a window), short enough that an overload
  * is bounded within 200 ms (three windows let a queue build at 4× that never drained).
  */
-export const BUSY_WINDOWS = 2;
+const BUSY_WINDOWS = 2;
 
 /**
  * What shed a call: the concurrency `limit` (or the queue), the `turn_budget` (`maxTurnMs`),

@@ -4,7 +4,7 @@ import type { PoolSettings } from './options.js';
 const WARMUP_WINDOWS = 10;
 
 /** How many windows back the peak of calls in flight is taken, for the app-limited cap. */
-export const PEAK_WINDOWS = 10;
+const PEAK_WINDOWS = 10;
 
 /**
  * An adaptive concurrency limit: Gradient2, from Netflix's concurrency-limits

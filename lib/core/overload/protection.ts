@@ -5,7 +5,7 @@ import { LoopTurn } from './turn.js';
 import { PRIORITIES, type Priority } from './types.js';
 
 /** How long without a shed call ends a shedding episode, in **ms**. */
-export const SHEDDING_QUIET_MS = 2000;
+const SHEDDING_QUIET_MS = 2000;
 
 /** The process's pool's name, where routes name none. */
 export const PROCESS_POOL = 'process';
