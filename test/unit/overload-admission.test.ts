@@ -11,7 +11,7 @@ import type { OverloadOptions, Priority } from '../../lib/index.js';
 
 class SteppedClock implements OverloadClock {
   private at = 0;
-  private timers: { due: number; run: () => void }[] = [];
+  timers: { due: number; run: () => void }[] = [];
   now = () => this.at;
   setTimeout = (run: () => void, ms: number) => {
     const timer = { due: this.at + ms, run };
@@ -105,6 +105,20 @@ describe('admission by priority', () => {
     clock.advance(40);
     expect(await normal).toBeUndefined();
     expect(protection.pool()!.waiting).toBe(0);
+  });
+
+  it('close (at shutdown) sheds every waiting call at once and clears its timer', async () => {
+    const { protection, clock, shed } = fixed(1, { queueMs: 10_000 });
+    admitted(protection.acquire('critical'));
+    const normal = protection.acquire('normal') as Promise<Ticket | undefined>;
+    const high = protection.acquire('high') as Promise<Ticket | undefined>;
+    expect(clock.timers).toHaveLength(2);
+    protection.close();
+    expect(await normal).toBeUndefined();
+    expect(await high).toBeUndefined();
+    expect(protection.pool()!.waiting).toBe(0);
+    expect(clock.timers).toEqual([]);
+    expect(shed).toEqual(['normal', 'high']);
   });
 
   it('a full queue sheds its newest call of a lower priority for a newcomer, else the newcomer', async () => {

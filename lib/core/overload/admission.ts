@@ -234,6 +234,16 @@ export class AdmissionPool {
     });
   }
 
+  /**
+   * Sheds every waiting call and clears its timer (at shutdown): none is left to resolve
+   * against a closed app, and no timer of the queue keeps the process alive.
+   */
+  close(): void {
+    for (const queue of this.queues) {
+      for (const waiter of queue.splice(0)) this.leave(waiter, undefined, 'limit');
+    }
+  }
+
   /** Admits waiting calls, highest priority first, while the limit has room. */
   private drain(): void {
     if (this.queued === 0) return;

@@ -84,6 +84,11 @@ export class OverloadProtection {
     return [...this.pools.values()];
   }
 
+  /** Sheds every call waiting in a queue (at shutdown). */
+  close(): void {
+    for (const pool of this.pools.values()) pool.close();
+  }
+
   /** Whether a shedding episode is on. */
   get isShedding(): boolean {
     return this.shedding;

@@ -130,8 +130,8 @@ export interface AdmissionOptions {
 export type OverloadPoolOptions = Omit<AdaptiveLimitOptions, 'windowMs'> & AdmissionOptions;
 
 /**
- * Overload protection (`RateLimitModule.forRoot({ overload })`, or `OverloadProtection`
- * without Nest): per process, no store call. Calls are admitted against an adaptive
+ * Overload protection (`RateLimitModule.forRoot({ overload })`): per process, no store
+ * call. Calls are admitted against an adaptive
  * concurrency limit by priority; what is shed is answered 503 with `Retry-After`.
  */
 export interface OverloadOptions extends AdaptiveLimitOptions, AdmissionOptions {

@@ -77,6 +77,7 @@ export class Overload {
     if (this.timer !== undefined) clearInterval(this.timer);
     this.timer = undefined;
     this.loop.stop();
+    this.protection.close();
     this.metrics?.remove();
   }
 
