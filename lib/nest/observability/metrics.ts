@@ -102,6 +102,23 @@ export async function createMetrics(
  * kinds only: each comes from code (decorators) or the module options, so their set is
  * finite. Never identities or request paths, whose values are unbounded.
  */
+/**
+ * Throws when one of `names` is registered already: a second module on the same registry
+ * would otherwise share (and double count) the first one's metrics.
+ * @throws RateLimitConfigError `ERR_RATE_LIMIT_OPTION`
+ */
+export function checkUnregistered(registry: MetricsRegistry, names: readonly string[]): void {
+  for (const name of names) {
+    if (registry.getSingleMetric(name) !== undefined) {
+      throw new RateLimitConfigError(
+        'ERR_RATE_LIMIT_OPTION',
+        `metric ${name} is already registered: give each RateLimitModule its own metrics registry or prefix`,
+        WHERE,
+      );
+    }
+  }
+}
+
 export class RateLimitMetrics {
   private readonly decisions: { inc(labels: Record<string, string>): void };
   private readonly backendErrors: { inc(labels: Record<string, string>, value?: number): void };
@@ -127,15 +144,7 @@ export class RateLimitMetrics {
       insurance: `${prefix}insurance_in_force`,
       instances: `${prefix}instances`,
     };
-    for (const name of Object.values(names)) {
-      if (registry.getSingleMetric(name) !== undefined) {
-        throw new RateLimitConfigError(
-          'ERR_RATE_LIMIT_OPTION',
-          `metric ${name} is already registered: give each RateLimitModule its own metrics registry or prefix`,
-          WHERE,
-        );
-      }
-    }
+    checkUnregistered(registry, Object.values(names));
     const registers = [registry];
     const track = <T>(name: string, metric: T): T => {
       this.registered.push({ name, metric });

@@ -97,16 +97,7 @@ export class DecisionObserver {
   }
 
   private call(hook: (event: DecisionEvent) => void, event: DecisionEvent): void {
-    const report = (error: unknown) => this.reportError('onDecision', error);
-    try {
-      const result: unknown = hook(event);
-      // An async hook's rejection must not become an unhandled rejection.
-      if (typeof (result as Promise<unknown> | undefined)?.then === 'function') {
-        (result as Promise<unknown>).then(undefined, report);
-      }
-    } catch (error) {
-      report(error);
-    }
+    callDecisionHook(hook, event, (error) => this.reportError('onDecision', error));
   }
 }
 
@@ -193,4 +184,23 @@ function toEvent(route: string, t: Trace, allowed: boolean): DecisionEvent {
     durationMs: (t.enforcedMs ?? 0) + (t.shadowMs ?? 0),
     outcome: outcomeOf(t, allowed),
   };
+}
+
+/**
+ * Calls the `onDecision` hook with `event`; what it throws, or an async hook's rejection
+ * (never an unhandled rejection), goes to `report`.
+ */
+export function callDecisionHook(
+  hook: (event: DecisionEvent) => void,
+  event: DecisionEvent,
+  report: (error: unknown) => void,
+): void {
+  try {
+    const result: unknown = hook(event);
+    if (typeof (result as Promise<unknown> | undefined)?.then === 'function') {
+      (result as Promise<unknown>).then(undefined, report);
+    }
+  } catch (error) {
+    report(error);
+  }
 }

@@ -1,7 +1,13 @@
 import { RateLimitConfigError } from '../../core/errors.js';
 import type { OverloadProtection } from '../../core/overload/protection.js';
 import { PRIORITIES, type Priority } from '../../core/overload/types.js';
-import type { MetricsOptions, MetricsRegistry, PromClient, PromClientLoader } from './metrics.js';
+import {
+  checkUnregistered,
+  type MetricsOptions,
+  type MetricsRegistry,
+  type PromClient,
+  type PromClientLoader,
+} from './metrics.js';
 
 const WHERE = 'RateLimitModule options';
 
@@ -42,15 +48,7 @@ export class OverloadMetrics {
       delay: `${prefix}overload_event_loop_delay_seconds`,
       shedding: `${prefix}overload_shedding`,
     };
-    for (const name of Object.values(names)) {
-      if (registry.getSingleMetric(name) !== undefined) {
-        throw new RateLimitConfigError(
-          'ERR_RATE_LIMIT_OPTION',
-          `metric ${name} is already registered: give each RateLimitModule its own metrics registry or prefix`,
-          WHERE,
-        );
-      }
-    }
+    checkUnregistered(registry, Object.values(names));
     const registers = [registry];
     const track = <T>(name: string, metric: T): T => {
       this.registered.push({ name, metric });

@@ -5,7 +5,7 @@ import { OverloadProtection, type SheddingEpisode } from '../../core/overload/pr
 import { isPriority, type Priority } from '../../core/overload/types.js';
 import type { RateLimitModuleOptions } from '../module/options.js';
 import type { RateLimitEvents } from '../observability/events.js';
-import type { DecisionEvent } from '../observability/observer.js';
+import { callDecisionHook, type DecisionEvent } from '../observability/observer.js';
 import type { OverloadMetrics } from '../observability/overload-metrics.js';
 import type { DecisionTracing } from '../observability/tracing.js';
 import type { RequestOutcome } from '../pipeline/outcome.js';
@@ -152,15 +152,7 @@ export class Overload {
       outcome: 'shed',
       priority,
     };
-    const report = (error: unknown) => this.events.configError('onDecision', error);
-    try {
-      const result: unknown = hook(event);
-      if (typeof (result as Promise<unknown> | undefined)?.then === 'function') {
-        (result as Promise<unknown>).then(undefined, report);
-      }
-    } catch (error) {
-      report(error);
-    }
+    callDecisionHook(hook, event, (error) => this.events.configError('onDecision', error));
   }
 
   private logged(episode: SheddingEpisode): Record<string, unknown> {
