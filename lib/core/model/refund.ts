@@ -37,11 +37,28 @@ export interface Spending {
  * GCRA, `[tatMs, ticks]` read at `offsetMs` (0 when the TAT is absolute).
  */
 function markOf(algorithm: PolicyAlgorithm, written: State, offsetMs = 0): number {
-  if (algorithm === 'fixed-window') return written[1]!;
-  if (algorithm === 'sliding-window') return written[0]!;
-  // The request's hits are the newest of the log it wrote.
-  if (algorithm === 'sliding-log') return written[written.length - 1]!;
-  return offsetMs + written[0]! + (written[1]! > 0 ? 1 : 0);
+  // A switch the compiler checks whole: a new algorithm fails to build here until it says
+  // what its mark is, instead of falling into another's arithmetic.
+  switch (algorithm) {
+    case 'fixed-window':
+      return written[1]!;
+    case 'sliding-window':
+      return written[0]!;
+    case 'sliding-log':
+      // The request's hits are the newest of the log it wrote.
+      return written[written.length - 1]!;
+    case 'token-bucket':
+    case 'gcra':
+      return offsetMs + written[0]! + (written[1]! > 0 ? 1 : 0);
+    case 'concurrency':
+      throw new TypeError('a concurrency slot is released, never refunded');
+    default:
+      return unknownAlgorithm(algorithm);
+  }
+}
+
+function unknownAlgorithm(algorithm: never): never {
+  throw new TypeError(`no refund rule for algorithm ${String(algorithm)}`);
 }
 
 /**
@@ -97,6 +114,7 @@ export function refundedState(
     const kept = refundSlidingLog(state, mark, cost);
     return kept === undefined ? null : { state: kept, expiresAt };
   }
+  if (algorithm !== 'token-bucket' && algorithm !== 'gcra') return unknownAlgorithm(algorithm);
   // Token bucket and GCRA: `[tatMs, ticks]`, the debt in ticks of 1/L ms (see gcra.ts).
   const debt = state[0]! >= now ? (state[0]! - now) * L + Math.min(state[1]!, L - 1) : 0;
   const owed = owedTicks(refund, now);
