@@ -32,6 +32,7 @@ import underPressure from '@fastify/under-pressure';
 import type { NrlPackage } from '../baseline.js';
 import { currentOf } from '../twins.js';
 import { CPU_MS, Pool, POOL_HOLD_MS, POOL_SIZE, spin, STATIC_LIMITS, type Work } from './work.js';
+import type { Sample } from './figures.js';
 
 const entry = process.env.BENCH_NRL_ENTRY;
 const nrl = (await (entry
@@ -46,14 +47,6 @@ export const SAMPLE_MS = 50;
  * 100 ms sample passes 20 ms (its default sample is 1 s, far too slow to follow a burst).
  */
 export const UNDER_PRESSURE = { maxEventLoopDelay: 20, sampleInterval: 100, retryAfter: 1 };
-
-/** One sample: epoch ms, and the adaptive limit or under-pressure's state (1 refusing, 0 not). */
-export interface Sample {
-  atMs: number;
-  limit?: number;
-  inFlight?: number;
-  underPressure?: number;
-}
 
 type Decorator = ClassDecorator & MethodDecorator;
 

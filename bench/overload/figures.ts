@@ -4,8 +4,15 @@
  * of issue 36 at 2× capacity. Pure: no process, no clock.
  */
 import { median } from '../support.js';
-import type { Sample } from './app.js';
 import type { PhaseResult, PriorityFigures } from './load.js';
+
+/** One sample: epoch ms, and the adaptive limit or under-pressure's state (1 refusing, 0 not). */
+export interface Sample {
+  atMs: number;
+  limit?: number;
+  inFlight?: number;
+  underPressure?: number;
+}
 
 /** What a sample counts as recovered: the adaptive limit back to this share of its unloaded value. */
 const LIMIT_RECOVERED = 0.9;

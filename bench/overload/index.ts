@@ -22,7 +22,7 @@ import { pacedLoad } from '../http/paced.js';
 import { REACHED } from '../http/table.js';
 import { median } from '../support.js';
 import { isBase, withTwinNames } from '../twins.js';
-import type { Sample } from './app.js';
+import type { Sample } from './figures.js';
 import { targetsAt2x, variantFigures, type VariantFigures } from './figures.js';
 import type { LoadOptions, LoadPhase, LoadResult } from './load.js';
 import { cpuTable, loadTable, targetLines } from './table.js';
