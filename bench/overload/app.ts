@@ -29,6 +29,7 @@ import {
 import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter, type NestFastifyApplication } from '@nestjs/platform-fastify';
 import underPressure from '@fastify/under-pressure';
+import type { OverloadOptions } from 'nest-rate-limit';
 import type { NrlPackage } from '../baseline.js';
 import { currentOf } from '../twins.js';
 import { CPU_MS, Pool, POOL_HOLD_MS, POOL_SIZE, spin, STATIC_LIMITS, type Work } from './work.js';
@@ -97,6 +98,15 @@ function workController(
   return WorkController;
 }
 
+/**
+ * `nrl-adaptive`'s overload options: `true` (the defaults), or the JSON object in
+ * BENCH_OVERLOAD_OPTIONS (e.g. `{"maxTurnMs":1}`), to measure a setting against them.
+ */
+function overloadOptions(): true | OverloadOptions {
+  const json = process.env.BENCH_OVERLOAD_OPTIONS;
+  return json ? (JSON.parse(json) as OverloadOptions) : true;
+}
+
 function variantModule(variant: string, work: Work): ModuleMetadata {
   const forRoot = (options: Parameters<typeof nrl.RateLimitModule.forRoot>[0]): DynamicModule =>
     nrl.RateLimitModule.forRoot(options);
@@ -114,7 +124,7 @@ function variantModule(variant: string, work: Work): ModuleMetadata {
     }
     case 'nrl-adaptive':
       return {
-        imports: [forRoot({ store: 'memory', overload: true, metrics: true })],
+        imports: [forRoot({ store: 'memory', overload: overloadOptions(), metrics: true })],
         controllers: [workController(work, [], [priority('critical')], [priority('sheddable')])],
       };
     case 'nrl-off':

@@ -149,7 +149,7 @@ async function runVariant(
       { rateRps: half, durationS: 1 }, // warm-up, not reported
       { rateRps: half, durationS: opts.durationS },
       ...opts.loads.flatMap((load) => [
-        { rateRps: load * capacityRps, durationS: opts.durationS },
+        { rateRps: load * capacityRps, durationS: opts.durationS, trace: true },
         { rateRps: half, durationS: opts.recoveryS, trace: true },
       ]),
     ];

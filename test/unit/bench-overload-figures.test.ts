@@ -2,6 +2,7 @@ import { describe, expect, it } from '@jest/globals';
 import {
   recoveredAfter,
   servedAgain,
+  steadyP99,
   targetsAt2x,
   variantFigures,
   type VariantRun,
@@ -72,9 +73,29 @@ describe('bench overload: served again after the load dropped', () => {
   });
 });
 
+describe('bench overload: the critical p99 of the steady state', () => {
+  it('counts only the critical answers 2xx due from 1 s after the load began', () => {
+    // Critical every 50 ms, one in two answered 503: the 200s take 40 ms in the first second,
+    // then 1, 11, 21 and 31 ms in turn; sheddable ones 500 ms.
+    const requests = trace(3000, (at) => [
+      at % 100 === 50 ? 503 : 200,
+      at < 1000 ? 40 : 1 + (at % 400) / 10,
+    ]);
+    requests.forEach((r) => r[1] === 1 && (r[3] = 500));
+    expect(steadyP99(phase({ requests }), 0)).toBe(31);
+    expect(steadyP99(phase({ requests }), 1)).toBe(500);
+    expect(steadyP99(phase({}), 0)).toBeNull();
+  });
+});
+
 describe('bench overload: the targets at 2× capacity', () => {
   /** `after`: the limit every 500 ms from the drop; undefined: no limit sampled. */
-  const run = (critical: Partial<PriorityFigures>, goodputRps: number, after?: number[]) => {
+  const run = (
+    critical: Partial<PriorityFigures>,
+    goodputRps: number,
+    after?: number[],
+    steadyMs = 12,
+  ) => {
     const samples = after
       ? [
           // The second before the load: the unloaded limit is their median, 20.
@@ -95,6 +116,8 @@ describe('bench overload: the targets at 2× capacity', () => {
             rateRps: 800,
             goodputRps,
             byPriority: { critical: figures(critical), sheddable: figures({ ok: 10 }) },
+            // Slow in the onset (the first second), `steadyMs` after it.
+            requests: trace(3000, (at) => [200, at < 1000 ? 200 : steadyMs]),
           }),
           recovery: phase({ durationS: 6, requests: trace(6000, () => [200, 4]) }),
           startedAtMs: 9000,
@@ -111,15 +134,17 @@ describe('bench overload: the targets at 2× capacity', () => {
     expect(checks.map((c) => [c.value, c.pass])).toEqual([
       ['99.0%', true],
       ['12.0 ms', true],
+      ['12.0 ms', true],
       ['90%', true],
       ['1.00 s', true],
     ]);
   });
 
   it('fails each target past its bound', () => {
-    const checks = targetsAt2x(run({ ok: 98, p99Ms: 12.1 }, 359, [5, 5, 5]));
+    const checks = targetsAt2x(run({ ok: 98, p99Ms: 12.1 }, 359, [5, 5, 5], 12.1));
     expect(checks.map((c) => [c.value, c.pass])).toEqual([
       ['98.0%', false],
+      ['12.1 ms', false],
       ['12.1 ms', false],
       ['90%', false],
       ['not in the recovery phase', false],
@@ -135,7 +160,7 @@ describe('bench overload: the targets at 2× capacity', () => {
     const figuresOf = run({}, 400);
     expect(figuresOf.unloadedLimit).toBeUndefined();
     expect(figuresOf.loads[0]!.limitBackS).toBeUndefined();
-    expect(targetsAt2x(figuresOf)[3]).toEqual({
+    expect(targetsAt2x(figuresOf)[4]).toEqual({
       target: 'recovery ≤ 5 s (served again)',
       value: '0.00 s',
       pass: true,

@@ -39,6 +39,8 @@ const CPU_MS = 2;
 const POOL_SIZE = 4;
 const POOL_MS = 5;
 const HISTOGRAM_MS = 10;
+/** How long after the load begins its steady state is taken to start, ms (as the bench). */
+const ONSET_MS = 1000;
 
 /** Calls per second each work serves at most. */
 const CAPACITY: Record<Work, number> = {
@@ -358,6 +360,11 @@ export interface LoadFigures {
   /** p99 latency of the critical calls answered, ms: unloaded, loaded. */
   unloadedCriticalP99Ms: number;
   criticalP99Ms: number;
+  /**
+   * p99 latency of the critical calls answered among those that arrived {@link ONSET_MS} or
+   * more after the load began, ms: the steady state, without the onset's queue.
+   */
+  criticalSteadyP99Ms: number;
   /** Share of the loaded phase's sheddable calls answered. */
   sheddableOk: number;
   /** The limit at the end of the unloaded phase. */
@@ -427,6 +434,10 @@ export function runLoad(
     criticalOk: share(loaded, 'critical'),
     unloadedCriticalP99Ms: quantile(okLatencies(unloaded, 'critical'), 0.99),
     criticalP99Ms: quantile(okLatencies(loaded, 'critical'), 0.99),
+    criticalSteadyP99Ms: quantile(
+      okLatencies(within(phaseMs + ONSET_MS, 2 * phaseMs), 'critical'),
+      0.99,
+    ),
     sheddableOk: share(loaded, 'sheddable'),
     unloadedLimit,
     loadedLimit: Math.min(...loadedWindows.map((w) => w.limit)),

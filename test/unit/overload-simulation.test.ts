@@ -60,12 +60,14 @@ describe('overload protection on a simulated server (defaults)', () => {
   it('pool work: the figures per load', () => {
     const figures = [2, 4].map((load) => {
       const r = at('pool', load);
-      return [load, round(r.goodputShare), r.criticalOk, ms(r.criticalP99Ms), r.recoveryMs];
+      const p99 = [ms(r.criticalP99Ms), ms(r.criticalSteadyP99Ms)];
+      return [load, round(r.goodputShare), r.criticalOk, ...p99, r.recoveryMs];
     });
-    // load, goodput / capacity, critical ok, critical p99 ms (unloaded: 5.15), recovery ms
+    // load, goodput / capacity, critical ok, critical p99 ms over the load and from its
+    // second second on (unloaded: 5.15), recovery ms
     expect(figures).toEqual([
-      [2, 1.001, 1, 13.3, 100],
-      [4, 1.001, 1, 13.9, 100],
+      [2, 1.001, 1, 13.3, 13.3, 100],
+      [4, 1.001, 1, 13.9, 13.9, 100],
     ]);
     // Steady 2×: the limit holds within one of 9, the sheddable calls admitted per window
     // within 47 to 49: no swing.
@@ -76,12 +78,16 @@ describe('overload protection on a simulated server (defaults)', () => {
   it('cpu work: the figures per load', () => {
     const figures = [2, 4].map((load) => {
       const r = at('cpu', load);
-      return [load, round(r.goodputShare), r.criticalOk, ms(r.criticalP99Ms), ms(r.recoveryMs)];
+      const p99 = [ms(r.criticalP99Ms), ms(r.criticalSteadyP99Ms)];
+      return [load, round(r.goodputShare), r.criticalOk, ...p99, ms(r.recoveryMs)];
     });
-    // load, goodput / capacity, critical ok, critical p99 ms (unloaded: 2), recovery ms
+    // load, goodput / capacity, critical ok, critical p99 ms over the load and from its
+    // second second on (unloaded: 2), recovery ms. At 4× the critical calls alone are 80 %
+    // of the capacity and the sheddable ones' 503s 16 % more: the onset's queue never drains
+    // (critical calls are never shed by the loop's signals, only at criticalCap).
     expect(figures).toEqual([
-      [2, 0.949, 1, 92.5, 170],
-      [4, 0.854, 1, 508, 319],
+      [2, 0.949, 1, 92.5, 15.2, 170],
+      [4, 0.854, 1, 508, 475.2, 319],
     ]);
   });
 
@@ -91,11 +97,27 @@ describe('overload protection on a simulated server (defaults)', () => {
     expect(high - low).toBeLessThanOrEqual(0.5 * ((high + low) / 2));
   });
 
-  it('cpu work at 2× with maxTurnMs below the handler (1 ms): every critical call answered, goodput ≥ 90 %, critical p99 92.5 ms', () => {
+  it('cpu work at 2× with maxTurnMs below the handler (1 ms): every critical call answered, goodput ≥ 90 %, critical p99 92.5 ms over the load, 5.1 ms from its second second on', () => {
     const r = runLoad('cpu', 2, { maxTurnMs: 1 });
-    expect(ms(r.criticalP99Ms)).toBe(92.5);
+    expect([ms(r.criticalP99Ms), ms(r.criticalSteadyP99Ms)]).toEqual([92.5, 5.1]);
     expect(r.criticalOk).toBe(1);
     expect(r.goodputShare).toBeGreaterThanOrEqual(0.9);
+  });
+
+  // The steady state meets the target once a turn holds no more than one handler's work past
+  // the first call: a critical call then waits out at most the turn it arrives in and its
+  // place in the next. The guide tells a CPU-bound app to set maxTurnMs to about half its
+  // handlers' CPU time.
+  it('cpu work at 2× with maxTurnMs below the handler (1 ms): steady-state critical p99 ≤ 3× the unloaded p99', () => {
+    const r = runLoad('cpu', 2, { maxTurnMs: 1 });
+    expect(r.criticalSteadyP99Ms).toBeLessThanOrEqual(3 * r.unloadedCriticalP99Ms);
+  });
+
+  // With the default budget (5 ms) a turn holds about 5 ms of admitted work plus one 2 ms
+  // handler past it: 15.2 ms against 6.
+  it.failing('cpu work at 2× (defaults): steady-state critical p99 ≤ 3× the unloaded p99', () => {
+    const r = at('cpu', 2);
+    expect(r.criticalSteadyP99Ms).toBeLessThanOrEqual(3 * r.unloadedCriticalP99Ms);
   });
 
   // The turn's budget applies only once two windows in a row have seen the loop busy
