@@ -30,6 +30,7 @@ import { runMemoryBench } from './redis/memory.js';
 import { layoutProbes } from './redis/layouts.js';
 import { runScriptBench } from './redis/scripts.js';
 import { runStoreBench } from './redis/store.js';
+import { DRIVER_CORE, MEASURED_CORE, pin, PINNING, pinningLine } from './pin.js';
 import { startRedis } from './support.js';
 
 const env = process.env;
@@ -42,6 +43,7 @@ const began = Date.now();
 const base: Baseline | undefined = env.BENCH_BASELINE
   ? await prepareBaseline(env.BENCH_BASELINE, log)
   : undefined;
+pin(process.pid, DRIVER_CORE);
 const redis = await startRedis();
 const admin = newClient(redis.url);
 const results: Record<string, unknown> = {};
@@ -54,11 +56,13 @@ try {
     node: process.version,
     redis: /redis_version:(\S+)/.exec(info)?.[1] ?? 'unknown',
     platform: `${process.platform} ${process.arch}`,
+    pinned: PINNING,
   };
   log(`nest-rate-limit benchmarks, ${new Date().toISOString()}`);
   log(
     `${machine.cpu}, ${machine.cores} cores, ${machine.memoryGiB} GiB; Node ${machine.node}; Redis ${machine.redis}`,
   );
+  log(pinningLine());
   results.date = new Date().toISOString();
   results.machine = machine;
   results.rounds = rounds;
@@ -68,6 +72,8 @@ try {
   }
 
   if (parts.has('http')) {
+    // The app is the process measured: Redis runs beside the load generator.
+    pin(redis.pid, DRIVER_CORE);
     results.http = await runHttpBench({
       redisUrl: redis.url,
       rounds,
@@ -80,6 +86,8 @@ try {
       log,
     });
   }
+  // From here Redis (or this process's client against it) is what is measured.
+  pin(redis.pid, MEASURED_CORE);
   if (parts.has('store')) {
     results.store = await runStoreBench({
       redisUrl: redis.url,

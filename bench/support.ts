@@ -14,6 +14,8 @@ export async function freePort(): Promise<number> {
 export interface PrivateRedis {
   readonly url: string;
   readonly port: number;
+  /** The redis-server process's id. */
+  readonly pid: number | undefined;
   stop(): Promise<void>;
 }
 
@@ -44,6 +46,7 @@ export async function startRedis(): Promise<PrivateRedis> {
   return {
     url: `redis://127.0.0.1:${port}`,
     port,
+    pid: child.pid,
     stop: async () => {
       process.off('exit', kill);
       if (child.exitCode === null && child.signalCode === null) {
@@ -52,6 +55,28 @@ export async function startRedis(): Promise<PrivateRedis> {
       }
     },
   };
+}
+
+/**
+ * How far a ratio's rounds may spread around their median, as a share of it, before the
+ * ratio is flagged: issue 37's ±15% between runs.
+ */
+export const SPREAD = 0.15;
+
+/**
+ * A ratio paired per round: `add[i] / base[i]` for each round, the median of those, and
+ * whether they spread beyond ±{@link SPREAD} of it (`~` in the tables). Rounds whose base is 0
+ * or less (noise on a variant that adds next to nothing) give no ratio.
+ */
+export function pairedRatio(
+  add: readonly number[],
+  base: readonly number[],
+): { median: number; min: number; max: number; spread: boolean } | undefined {
+  const ratios = add.flatMap((a, i) => (base[i]! > 0 ? [a / base[i]!] : []));
+  if (ratios.length === 0 || ratios.length < add.length) return undefined;
+  const mid = median(ratios);
+  const [min, max] = [Math.min(...ratios), Math.max(...ratios)];
+  return { median: mid, min, max, spread: max - mid > SPREAD * mid || mid - min > SPREAD * mid };
 }
 
 export function median(values: readonly number[]): number {

@@ -2,6 +2,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { MEASURED_CORE, pin } from '../pin.js';
 import { freePort } from '../support.js';
 
 const APP = fileURLToPath(new URL('./app.js', import.meta.url));
@@ -79,6 +80,7 @@ async function startOnce(
     stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
     env: packageEntry ? { ...process.env, BENCH_NRL_ENTRY: packageEntry } : process.env,
   });
+  pin(child.pid, MEASURED_CORE);
   const output: string[] = [];
   // 'close': after the exit and the last of its output, which a failed start is told by.
   const exited = new Promise<void>((resolve) => child.once('close', () => resolve()));

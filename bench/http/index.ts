@@ -66,6 +66,8 @@ export interface HttpRow {
    * /proc): what the variant costs the app, whatever else the machine was doing.
    */
   cpuUsPerRequest: number;
+  /** The app's CPU per request in each round, in µs, in round order (the ratios pair them). */
+  cpuRounds: number[];
   /** Responses other than 2xx plus requests that got no response, over all rounds. */
   non2xx: number;
   /** The same at the fixed offered load; absent when none was measured. */
@@ -86,6 +88,8 @@ interface FixedRateFigures {
   reached: boolean;
   /** CPU time of the app process per request, in µs, as {@link HttpRow.cpuUsPerRequest}. */
   cpuUsPerRequest: number;
+  /** The same in each round, in round order. */
+  cpuRounds: number[];
   p50Ms: number;
   p99Ms: number;
   /** Requests per second answered in each round, in round order. */
@@ -269,6 +273,7 @@ function summariseFixed(targetRps: number, s: Sample[]): FixedRateFigures {
     // Every round: one short round feeds the medians as much as the others.
     reached: s.every((x) => x.rps >= REACHED * targetRps),
     cpuUsPerRequest: median(s.map((x) => x.cpuUs / x.requests)),
+    cpuRounds: s.map((x) => x.cpuUs / x.requests),
     p50Ms: median(s.map((x) => x.p50Ms)),
     p99Ms: median(s.map((x) => x.p99Ms)),
     rounds: s.map((x) => x.rps),
@@ -283,6 +288,7 @@ function summarise(platform: HttpPlatform, samples: Map<string, Sample[]>): Http
     rps: median(s.map((x) => x.rps)),
     rpsRatio: median(s.map((x, round) => x.rps / none[round]!.rps)),
     cpuUsPerRequest: median(s.map((x) => x.cpuUs / x.requests)),
+    cpuRounds: s.map((x) => x.cpuUs / x.requests),
     p50Ms: median(s.map((x) => x.p50Ms)),
     p99Ms: median(s.map((x) => x.p99Ms)),
     rounds: s.map((x) => x.rps),

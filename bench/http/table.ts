@@ -1,4 +1,5 @@
 /** The HTTP part's tables: one at saturation and one at the fixed load, per platform. */
+import { median, pairedRatio, SPREAD } from '../support.js';
 import type { HttpPlatform, HttpRow } from './index.js';
 
 /** Below this share of the target rate, a variant's fixed-load figures are not comparable. */
@@ -7,23 +8,50 @@ export const REACHED = 0.97;
 /** The rows every other row is measured against: a short one makes all ratios meaningless. */
 const BASES = ['none', 'floor-redis', 'rlf-redis'];
 
-/** `+µs` of each row over `none`, and as a multiple of what the floor and rlf add. */
-function added(rows: readonly HttpRow[], cpuOf: (r: HttpRow) => number) {
-  const cpu = (variant: string) => {
+/**
+ * `+µs` of each row over `none`, and as a multiple of what the floor and rlf add: each paired
+ * within its round (the variants of a round ran minutes apart at most), then the median over
+ * the rounds; a ratio whose rounds spread beyond ±15% of it is marked `~`.
+ */
+function added(rows: readonly HttpRow[], cpuOf: (r: HttpRow) => readonly number[]) {
+  const roundsOf = (variant: string) => {
     const row = rows.find((r) => r.variant === variant);
-    return row ? cpuOf(row) : NaN;
+    return row ? cpuOf(row) : [];
   };
-  const cpuNone = cpu('none');
-  // What the floor and the peer add: each variant's +µs is read as a multiple of theirs.
-  const floorAdded = cpu('floor-redis') - cpuNone;
-  const rlfAdded = cpu('rlf-redis') - cpuNone;
-  // A base of 0 or less (noise on a variant that adds next to nothing) gives no ratio.
-  const times = (add: number, base: number) => (base > 0 ? (add / base).toFixed(2) : '–');
+  const none = roundsOf('none');
+  const over = (cpu: readonly number[]) => cpu.map((c, i) => c - (none[i] ?? NaN));
+  // What the floor and the peer add, per round: each variant's +µs is read as a multiple of theirs.
+  const floorAdded = over(roundsOf('floor-redis'));
+  const rlfAdded = over(roundsOf('rlf-redis'));
+  const times = (add: number[], base: number[]) => {
+    const r = pairedRatio(add, base);
+    return r ? `${r.median.toFixed(2)}${r.spread ? '~' : ''}` : '–';
+  };
   return (r: HttpRow) => {
-    const add = cpuOf(r) - cpuNone;
-    const none = r.variant === 'none';
-    return [add.toFixed(1), none ? '' : times(add, floorAdded), none ? '' : times(add, rlfAdded)];
+    const add = over(cpuOf(r));
+    const isNone = r.variant === 'none';
+    return [
+      median(add).toFixed(1),
+      isNone ? '' : times(add, floorAdded),
+      isNone ? '' : times(add, rlfAdded),
+    ];
   };
+}
+
+/**
+ * A line when the floor (one EVALSHA of an empty script) adds more than rlf (a full
+ * decision): the run's differences are noise at this load, and its ratios not comparable.
+ */
+function floorAboveRlf(rows: readonly HttpRow[], cpuOf: (r: HttpRow) => readonly number[]) {
+  const at = (variant: string) => rows.find((r) => r.variant === variant);
+  const [none, floor, rlf] = [at('none'), at('floor-redis'), at('rlf-redis')];
+  if (!none || !floor || !rlf) return [];
+  const add = (r: HttpRow) => median(cpuOf(r).map((c, i) => c - cpuOf(none)[i]!));
+  return add(floor) > add(rlf)
+    ? [
+        `! the floor adds more than rlf (${add(floor).toFixed(1)} > ${add(rlf).toFixed(1)} µs): this table's ratios are not comparable`,
+      ]
+    : [];
 }
 
 /** Names and the last column read left to right; numbers line up on the right. */
@@ -66,7 +94,7 @@ export function saturatedTable(
     '+µs ×rlf',
     'per-round req/s',
   ];
-  const add = added(rows, (r) => r.cpuUsPerRequest);
+  const add = added(rows, (r) => r.cpuRounds);
   const body = rows.map((r) => [
     r.non2xx ? `${r.variant} !` : r.variant,
     r.rps.toFixed(0),
@@ -80,8 +108,9 @@ export function saturatedTable(
     r.rounds.map((x) => x.toFixed(0)).join(' '),
   ]);
   return [
-    `HTTP ${platform}, ${connections} connections, median of ${rows[0]?.rounds.length ?? 0} rounds (×none paired per round; CPU: the app process's own, per request; +µs: CPU added over none, ×floor and ×rlf: as a multiple of what floor-redis and rlf-redis add):`,
+    `HTTP ${platform}, ${connections} connections, median of ${rows[0]?.rounds.length ?? 0} rounds (×none paired per round; CPU: the app process's own, per request; +µs: CPU added over none, ×floor and ×rlf: as a multiple of what floor-redis and rlf-redis add, each paired per round; ~: its rounds spread beyond ±${SPREAD * 100}%):`,
     ...align(header, body),
+    ...floorAboveRlf(rows, (r) => r.cpuRounds),
     ...failures(rows, (r) => r.non2xx),
   ];
 }
@@ -116,8 +145,8 @@ export function fixedRateTable(
   );
   const add = shortBases.length
     ? () => ['–', '–', '–']
-    : added(measured, (r) => r.fixedRate!.cpuUsPerRequest);
-  const addSaturated = added(rows, (r) => r.cpuUsPerRequest);
+    : added(measured, (r) => r.fixedRate!.cpuRounds);
+  const addSaturated = added(rows, (r) => r.cpuRounds);
   const body = measured.map((r) => {
     const f = r.fixedRate!;
     const marks = `${f.reached ? '' : ' <'}${f.non2xx ? ' !' : ''}`;
@@ -144,6 +173,7 @@ export function fixedRateTable(
     ...(shortBases.length
       ? [`< ${shortBases.join(', ')} fell short: no +µs or ratio at this load is comparable`]
       : []),
+    ...(shortBases.length ? [] : floorAboveRlf(measured, (r) => r.fixedRate!.cpuRounds)),
     ...failures(measured, (r) => r.fixedRate!.non2xx),
   ];
 }

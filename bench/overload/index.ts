@@ -20,6 +20,7 @@ import { startApp, type App, type AppScript } from '../http/apps.js';
 import { DEFAULT_RATES, type HttpPlatform } from '../http/index.js';
 import { pacedLoad } from '../http/paced.js';
 import { REACHED } from '../http/table.js';
+import { DRIVER_CORE, pin } from '../pin.js';
 import { median } from '../support.js';
 import { isBase, withTwinNames } from '../twins.js';
 import type { Sample } from './figures.js';
@@ -90,6 +91,7 @@ function load(options: LoadOptions): Promise<LoadResult> {
     const child = spawn(process.execPath, [LOAD, JSON.stringify(options)], {
       stdio: ['ignore', 'pipe', 'inherit'],
     });
+    pin(child.pid, DRIVER_CORE);
     const kill = () => child.kill('SIGKILL');
     process.once('exit', kill);
     let out = '';

@@ -5,6 +5,7 @@
  */
 import { spawn } from 'node:child_process';
 import type { Redis } from 'ioredis';
+import { DRIVER_CORE, pin } from '../pin.js';
 import { fmt, median, table } from '../support.js';
 import { currentOf, isBase } from '../twins.js';
 import type { Contender } from './contenders.js';
@@ -32,6 +33,7 @@ function redisBenchmark(port: number, args: string[]): Promise<number> {
     const child = spawn('redis-benchmark', ['-p', String(port), ...args], {
       stdio: ['ignore', 'pipe', 'inherit'],
     });
+    pin(child.pid, DRIVER_CORE);
     let output = '';
     child.stdout.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
     child.once('error', reject);
