@@ -76,7 +76,8 @@ export function pairedRatio(
   if (ratios.length === 0 || ratios.length < add.length) return undefined;
   const mid = median(ratios);
   const [min, max] = [Math.min(...ratios), Math.max(...ratios)];
-  return { median: mid, min, max, spread: max - mid > SPREAD * mid || mid - min > SPREAD * mid };
+  const bound = SPREAD * Math.abs(mid);
+  return { median: mid, min, max, spread: max - mid > bound || mid - min > bound };
 }
 
 export function median(values: readonly number[]): number {

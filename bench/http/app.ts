@@ -11,6 +11,7 @@
  * against one key, as one busy client would.
  */
 import 'reflect-metadata';
+import { Session } from 'node:inspector';
 import { pathToFileURL } from 'node:url';
 import {
   Controller,
@@ -260,12 +261,38 @@ function variantModule(variant: string, redisUrl: string, prefix: string): Modul
   }
 }
 
+let profiler: Session | undefined;
+
+/** `'profile:start'` starts a CPU profile; `'profile:stop'` sends it back (profile.ts). */
+async function profiling(message: unknown): Promise<void> {
+  const post = <T>(method: string, params?: object) =>
+    new Promise<T>((resolve, reject) =>
+      profiler!.post(method, params, (error, result) =>
+        error ? reject(error) : resolve(result as T),
+      ),
+    );
+  if (message === 'profile:start') {
+    profiler = new Session();
+    profiler.connect();
+    await post('Profiler.enable');
+    await post('Profiler.setSamplingInterval', { interval: 100 });
+    await post('Profiler.start');
+  } else if (message === 'profile:stop' && profiler) {
+    const { profile } = await post<{ profile: unknown }>('Profiler.stop');
+    profiler.disconnect();
+    profiler = undefined;
+    process.send!({ profile });
+  }
+}
+
 async function main(): Promise<void> {
   // Started by the benchmark (an IPC channel): die with it, even when it is killed without a
   // chance to stop its apps, and even while this one is still booting.
   if (process.send) {
     process.on('disconnect', () => process.exit(0));
     if (!process.connected) process.exit(0);
+    // profile.ts's messages: a CPU profile of the load alone, without the boot.
+    process.on('message', (message) => void profiling(message));
   }
   const [platform, variant, port, redisUrl] = process.argv.slice(2) as [
     HttpPlatform,

@@ -17,7 +17,7 @@ import type { Baseline } from '../baseline.js';
 import { median } from '../support.js';
 import { isBase, withTwinNames } from '../twins.js';
 import { startApp, type App } from './apps.js';
-import { pacedLoad, type PacedSample } from './paced.js';
+import { DECIDED_HEADER, pacedLoad, type PacedSample } from './paced.js';
 import { fixedRateTable, REACHED, saturatedTable } from './table.js';
 
 const HTTP_PLATFORMS = ['express', 'fastify'] as const;
@@ -70,6 +70,8 @@ export interface HttpRow {
   cpuRounds: number[];
   /** Responses other than 2xx plus requests that got no response, over all rounds. */
   non2xx: number;
+  /** 2xx responses answered without a decision, over all rounds (see {@link PacedSample.undecided}). */
+  undecided: number;
   /** The same at the fixed offered load; absent when none was measured. */
   fixedRate?: FixedRateFigures;
 }
@@ -96,6 +98,8 @@ interface FixedRateFigures {
   rounds: number[];
   /** Responses other than 2xx plus requests that got no response, over all rounds. */
   non2xx: number;
+  /** 2xx responses answered without a decision, over all rounds (see {@link PacedSample.undecided}). */
+  undecided: number;
 }
 
 /**
@@ -166,9 +170,20 @@ function percentile(sorted: Float64Array, q: number): number {
 async function load(url: string, durationS: number, connections: number): Promise<PacedSample> {
   // autocannon's own histogram keeps whole milliseconds, too coarse at a few ms per request.
   const latencies: number[] = [];
+  let undecided = 0;
+  const path = new URL(url).pathname;
+  const onResponse = (status: number, _body: string, _ctx: object, headers?: object) => {
+    if (status >= 200 && status < 300 && !(headers && DECIDED_HEADER in headers)) undecided++;
+  };
   const result = await new Promise<autocannon.Result>((resolve, reject) => {
     const instance = autocannon(
-      { url, connections, duration: durationS, pipelining: 1 },
+      {
+        url,
+        connections,
+        duration: durationS,
+        pipelining: 1,
+        requests: [{ method: 'GET', path, onResponse }],
+      },
       (error: unknown, res: autocannon.Result) => (error ? reject(error) : resolve(res)),
     );
     instance.on('response', (_client, _status, _bytes, ms) => latencies.push(ms));
@@ -180,6 +195,7 @@ async function load(url: string, durationS: number, connections: number): Promis
     p50Ms: percentile(sorted, 0.5),
     p99Ms: percentile(sorted, 0.99),
     non2xx: result.non2xx + result.errors,
+    undecided,
   };
 }
 
@@ -278,6 +294,7 @@ function summariseFixed(targetRps: number, s: Sample[]): FixedRateFigures {
     p99Ms: median(s.map((x) => x.p99Ms)),
     rounds: s.map((x) => x.rps),
     non2xx: s.reduce((sum, x) => sum + x.non2xx, 0),
+    undecided: s.reduce((sum, x) => sum + x.undecided, 0),
   };
 }
 
@@ -293,6 +310,7 @@ function summarise(platform: HttpPlatform, samples: Map<string, Sample[]>): Http
     p99Ms: median(s.map((x) => x.p99Ms)),
     rounds: s.map((x) => x.rps),
     non2xx: s.reduce((sum, x) => sum + x.non2xx, 0),
+    undecided: s.reduce((sum, x) => sum + x.undecided, 0),
   }));
   const baseline = medians.find((m) => m.variant === 'none')!;
   return medians.map((m) => ({

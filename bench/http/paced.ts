@@ -19,7 +19,17 @@ export interface PacedSample {
   p99Ms: number;
   /** Responses other than 2xx plus requests that got no response. */
   non2xx: number;
+  /**
+   * 2xx responses without an `X-RateLimit-Remaining` header: answered without a decision
+   * (every limiter here sends it when it decides; one that failed open, its store timed out
+   * or its circuit breaker open, does not). Counts for the variants with a limiter only.
+   */
+  undecided: number;
 }
+
+/** The header every limiter of this benchmark sends when it decided. */
+export const DECIDED_HEADER = 'x-ratelimit-remaining';
+const DECIDED = new RegExp(`\\r\\n${DECIDED_HEADER}:`, 'i');
 
 /** How often the schedule is checked, in ms: requests due meanwhile leave together. */
 const TICK_MS = 1;
@@ -51,6 +61,7 @@ export async function pacedLoad(
   const latencies: number[] = [];
   let failed = 0;
   let non2xx = 0;
+  let undecided = 0;
   let sent = 0;
   let inWindow = 0;
   const idle: Connection[] = [];
@@ -91,10 +102,11 @@ export async function pacedLoad(
     const c: Connection = { socket, pending: Buffer.alloc(0), sentAt: undefined };
     socket.on('data', (chunk: Buffer) => {
       c.pending = c.pending.length ? Buffer.concat([c.pending, chunk]) : chunk;
-      const status = parseResponse(c.pending);
-      if (status === undefined) return;
+      const response = parseResponse(c.pending);
+      if (response === undefined) return;
       c.pending = Buffer.alloc(0);
-      if (status < 200 || status > 299) non2xx++;
+      if (response.status < 200 || response.status > 299) non2xx++;
+      else if (!response.decided) undecided++;
       done(c, true);
     });
     // A closed connection loses its request, if any, and is not replaced: the rest carry on.
@@ -133,19 +145,21 @@ export async function pacedLoad(
     p50Ms: at(0.5),
     p99Ms: at(0.99),
     non2xx: non2xx + failed + lost,
+    undecided,
   };
 }
 
 /**
- * The status of the complete response at the start of `buf`, or undefined while it is
- * incomplete. One request is under way per connection, so a complete response is all of it.
+ * The status of the complete response at the start of `buf`, and whether it carries
+ * {@link DECIDED_HEADER}, or undefined while it is incomplete. One request is under way per
+ * connection, so a complete response is all of it.
  */
-function parseResponse(buf: Buffer): number | undefined {
+function parseResponse(buf: Buffer): { status: number; decided: boolean } | undefined {
   const headEnd = buf.indexOf('\r\n\r\n');
   if (headEnd < 0) return undefined;
   const head = buf.toString('latin1', 0, headEnd);
   const length = /\r\ncontent-length:\s*(\d+)/i.exec(head);
   if (!length) throw new Error(`a response without Content-Length:\n${head}`);
   if (buf.length < headEnd + 4 + Number(length[1])) return undefined;
-  return Number(head.slice(9, 12));
+  return { status: Number(head.slice(9, 12)), decided: DECIDED.test(head) };
 }

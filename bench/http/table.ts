@@ -67,6 +67,24 @@ function align(header: string[], body: string[][]): string[] {
   return [format(header), ...body.map(format)];
 }
 
+/**
+ * The variants that answered without a decision (`?`): their limiter failed open (its store
+ * timed out, its circuit breaker opened), so what they cost is not what deciding costs.
+ * `none` and the floor decide nothing and send no header.
+ */
+const undecided = (rows: readonly HttpRow[], count: (r: HttpRow) => number) => {
+  const flagged = rows.filter(
+    (r) => r.variant !== 'none' && !r.variant.startsWith('floor-') && count(r),
+  );
+  return flagged.length
+    ? [
+        `? answered 2xx without a rate-limit header (failed open: not comparable): ${flagged.map((r) => `${r.variant} ${count(r)}`).join(', ')}`,
+      ]
+    : [];
+};
+const isUndecided = (r: HttpRow, count: number) =>
+  r.variant !== 'none' && !r.variant.startsWith('floor-') && count > 0;
+
 const failures = (rows: readonly HttpRow[], count: (r: HttpRow) => number) => {
   const flagged = rows.filter((r) => count(r));
   return flagged.length
@@ -96,7 +114,7 @@ export function saturatedTable(
   ];
   const add = added(rows, (r) => r.cpuRounds);
   const body = rows.map((r) => [
-    r.non2xx ? `${r.variant} !` : r.variant,
+    `${r.variant}${r.non2xx ? ' !' : ''}${isUndecided(r, r.undecided) ? ' ?' : ''}`,
     r.rps.toFixed(0),
     r.rpsRatio.toFixed(2),
     r.p50Ms.toFixed(2),
@@ -112,6 +130,7 @@ export function saturatedTable(
     ...align(header, body),
     ...floorAboveRlf(rows, (r) => r.cpuRounds),
     ...failures(rows, (r) => r.non2xx),
+    ...undecided(rows, (r) => r.undecided),
   ];
 }
 
@@ -149,7 +168,7 @@ export function fixedRateTable(
   const addSaturated = added(rows, (r) => r.cpuRounds);
   const body = measured.map((r) => {
     const f = r.fixedRate!;
-    const marks = `${f.reached ? '' : ' <'}${f.non2xx ? ' !' : ''}`;
+    const marks = `${f.reached ? '' : ' <'}${f.non2xx ? ' !' : ''}${isUndecided(r, f.undecided) ? ' ?' : ''}`;
     return [
       `${r.variant}${marks}`,
       f.rps.toFixed(0),
@@ -175,5 +194,6 @@ export function fixedRateTable(
       : []),
     ...(shortBases.length ? [] : floorAboveRlf(measured, (r) => r.fixedRate!.cpuRounds)),
     ...failures(measured, (r) => r.fixedRate!.non2xx),
+    ...undecided(measured, (r) => r.fixedRate!.undecided),
   ];
 }

@@ -16,6 +16,9 @@ describe('bench: a ratio paired per round', () => {
     expect(pairedRatio([10, 11.5, 10], [20, 20, 20])?.spread).toBe(false); // 0.575: +15%
     expect(pairedRatio([10, 11.6, 10], [20, 20, 20])?.spread).toBe(true);
     expect(pairedRatio([10, 8.4, 10], [20, 20, 20])?.spread).toBe(true);
+    // A negative median (a variant that saves, or noise): the bound is on its size.
+    expect(pairedRatio([-10], [20])?.spread).toBe(false);
+    expect(pairedRatio([-10, -11.6, -10], [20, 20, 20])?.spread).toBe(true);
   });
 
   it('gives no ratio when a round’s base is 0 or less', () => {
