@@ -211,9 +211,9 @@ describe.each(WS_PLATFORMS)('gateway policies and the module default on %s', (pl
     // `room` (3/m, scope rooms) has one unit left for leave: the second is refused, 20 s.
     expect(await sendTimes(client, 2, 'leave')).toEqual([...pongs(1), refused(20)]);
     expect((await redis.keys(`${h.prefix}:{user:gina}:*`)).sort()).toEqual([
+      `${h.prefix}:{user:gina}:::tb`,
       `${h.prefix}:{user:gina}:RoomsGateway.join:each:tb`,
       `${h.prefix}:{user:gina}:RoomsGateway.leave:each:tb`,
-      `${h.prefix}:{user:gina}:::tb`,
       `${h.prefix}:{user:gina}:rooms:room:tb`,
     ]);
   });
