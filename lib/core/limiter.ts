@@ -1,6 +1,6 @@
 import { RateLimitBackendError, RateLimitConfigError } from './errors.js';
 import { inspectedOf, type InspectedPolicy, type InspectOptions } from './operator/inspect.js';
-import { checkPrefix, identityKeyPrefix } from './model/store-keys.js';
+import { checkPrefix, identityKeyPrefix, scopeKeyPrefix } from './model/store-keys.js';
 import {
   checkCost,
   checkScope,
@@ -274,7 +274,9 @@ export class RateLimiter {
     if (scope !== undefined) checkScope(scope);
     this.forgetDenials(identity);
     const prefix =
-      identityKeyPrefix(this.prefix, identity) + (scope === undefined ? '' : `${scope}:`);
+      scope === undefined
+        ? identityKeyPrefix(this.prefix, identity)
+        : scopeKeyPrefix(this.prefix, identity, scope);
     // An operator's call, not a request's: it may scan, so it gets its own generous timeout
     // and stays out of the circuit breaker.
     // Forgotten again once done: a request may have been refused meanwhile.

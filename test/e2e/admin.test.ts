@@ -175,7 +175,7 @@ describe.each(PLATFORMS)('admin endpoints on %s', (platform: Platform) => {
     expect(policies.map((p) => [p.scope, p.policy, p.algorithm, p.limit, p.remaining])).toEqual([
       ['ItemsController.list', 'default', 'token-bucket', 3, 0],
     ]);
-    expect(policies[0]!.key).toBe(`${prefix}:{ip:127.0.0.1}:ItemsController.list:default:tb`);
+    expect(policies[0]!.key).toBe(`${prefix}:{ip:127.0.0.1}:ItemsController.list::tb`);
     expect(await call('DELETE', `/${identity}?scope=ItemsController.list`)).toEqual({
       status: 200,
       body: { deleted: 1 },

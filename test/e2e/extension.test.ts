@@ -183,7 +183,7 @@ describe.each(PLATFORMS)('forRootAsync on %s', (platform) => {
       const redis = newRedis();
       try {
         expect(await redis.keys(`${prefix}:*`)).toEqual([
-          `${prefix}:{ip:127.0.0.1}:OrdersController.create:default:tb`,
+          `${prefix}:{ip:127.0.0.1}:OrdersController.create::tb`,
         ]);
       } finally {
         await redis.quit();

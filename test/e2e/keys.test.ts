@@ -100,12 +100,8 @@ describe.each(PLATFORMS)('keys on %s', (platform) => {
       expect(codes(bob)).toEqual([200, 200, 429]);
       const stored = await keysUnder(redis, h.prefix);
       expect(stored.filter((k) => k.includes('KeysController.users'))).toEqual([
-        expect.stringMatching(
-          new RegExp(`^${h.prefix}:\\{user:alice\\}:KeysController\\.users:default:`),
-        ),
-        expect.stringMatching(
-          new RegExp(`^${h.prefix}:\\{user:bob\\}:KeysController\\.users:default:`),
-        ),
+        expect.stringMatching(new RegExp(`^${h.prefix}:\\{user:alice\\}:KeysController\\.users::`)),
+        expect.stringMatching(new RegExp(`^${h.prefix}:\\{user:bob\\}:KeysController\\.users::`)),
       ]);
     });
 
@@ -148,9 +144,7 @@ describe.each(PLATFORMS)('keys on %s', (platform) => {
         const stored = await keysUnder(redis, h.prefix);
         expect(stored.filter((k) => k.includes(`:KeysController.${handler}:`))).toEqual([
           expect.stringMatching(
-            new RegExp(
-              `^${h.prefix}:\\{ip:127\\.0\\.0\\.1\\}:KeysController\\.${handler}:default:`,
-            ),
+            new RegExp(`^${h.prefix}:\\{ip:127\\.0\\.0\\.1\\}:KeysController\\.${handler}::`),
           ),
         ]);
       },
@@ -168,9 +162,7 @@ describe.each(PLATFORMS)('keys on %s', (platform) => {
       expect(apiKeys).toHaveLength(2);
       for (const key of apiKeys) {
         expect(key).toMatch(
-          new RegExp(
-            `^${h.prefix}:\\{hdr:x-api-key:[A-Za-z0-9_-]{22}\\}:KeysController\\.api:default:`,
-          ),
+          new RegExp(`^${h.prefix}:\\{hdr:x-api-key:[A-Za-z0-9_-]{22}\\}:KeysController\\.api::`),
         );
       }
       for (const key of stored) {

@@ -86,7 +86,7 @@ describe('a fresh Redis client used before it has connected', () => {
         workers.map((w) => w.run({ url: server.url, requests: 100, ...job })),
       );
       // A fixed window's value: `<count>:<window start>`.
-      const state = await admin.get(`${job.prefix}:{user:fresh}:global:default:fw`);
+      const state = await admin.get(`${job.prefix}:{user:fresh}:::fw`);
       const counted = state === null ? 0 : Number(state.split(':')[0]);
       console.log(`fresh clients: ${JSON.stringify(reports)}; counted in Redis ${counted}`);
       return { reports, counted };

@@ -181,7 +181,7 @@ describe('the consume script on a private Redis', () => {
     const policy = { rate: '10/h', algorithm: 'sliding-window' } as const;
     await limiter.consume('warm', policy);
     // A key of the wrong type makes the script's GET fail after EVALSHA found it.
-    await admin.hset('wrongtype:{x}:global:default:sw', 'a', '1');
+    await admin.hset('wrongtype:{x}:::sw', 'a', '1');
     await admin.config('RESETSTAT');
     await expect(limiter.consume('x', policy)).rejects.toMatchObject({ kind: 'error' });
     expect([await calls(admin, 'evalsha'), await calls(admin, 'eval')]).toEqual([1, 0]);
@@ -198,7 +198,7 @@ describe('the consume script on a private Redis', () => {
       timeoutMs: 5000,
     });
     await limiter.consume('u1', { rate: '2/h' }, { cost: 2 });
-    expect(await admin.exists('app:kp:{u1}:global:default:tb')).toBe(1);
+    expect(await admin.exists('app:kp:{u1}:::tb')).toBe(1);
     expect(await limiter.reset('u1')).toBe(1);
     expect((await limiter.peek('u1', { rate: '2/h' })).policies[0]!.remaining).toBe(2);
     prefixed.disconnect();

@@ -211,7 +211,7 @@ describe('a TCP microservice', () => {
     // The default identity on TCP is the peer's address.
     expect(await redis.keys(`${ms.prefix}:*`)).toEqual([
       expect.stringMatching(
-        new RegExp(`^${ms.prefix}:\\{ip:127\\.0\\.0\\.1\\}:MathController\\.sum:default:`),
+        new RegExp(`^${ms.prefix}:\\{ip:127\\.0\\.0\\.1\\}:MathController\\.sum::`),
       ),
     ]);
   });

@@ -117,7 +117,7 @@ describe('the guard on ws contexts of every shape', () => {
     const redis = newRedis();
     try {
       expect(await redis.keys(`${h.prefix}:*`)).toEqual([
-        `${h.prefix}:{ip:unknown}:ShapesGateway.ping:default:tb`,
+        `${h.prefix}:{ip:unknown}:ShapesGateway.ping::tb`,
       ]);
     } finally {
       disconnect(redis);

@@ -146,7 +146,7 @@ describe.each(WS_PLATFORMS)('message handlers on %s', (platform) => {
     expect(await client.send('ping', 5)).toEqual(refused(20));
     expect(await client.send('twice', 6)).toEqual(pongs(6)[0]);
     expect(await redis.keys(`${h.prefix}:{user:alice}:PingGateway.ping:*`)).toEqual([
-      `${h.prefix}:{user:alice}:PingGateway.ping:default:tb`,
+      `${h.prefix}:{user:alice}:PingGateway.ping::tb`,
     ]);
   });
 
@@ -166,7 +166,7 @@ describe.each(WS_PLATFORMS)('message handlers on %s', (platform) => {
     expect(await sendTimes(first, 2, 'ping')).toEqual(pongs(1, 2));
     expect(await sendTimes(second, 2, 'ping')).toEqual([...pongs(1), refused(20)]);
     expect(await redis.keys(`${h.prefix}:{ip:*`)).toEqual([
-      `${h.prefix}:{ip:127.0.0.1}:PingGateway.ping:default:tb`,
+      `${h.prefix}:{ip:127.0.0.1}:PingGateway.ping::tb`,
     ]);
   });
 
@@ -211,9 +211,9 @@ describe.each(WS_PLATFORMS)('gateway policies and the module default on %s', (pl
     // `room` (3/m, scope rooms) has one unit left for leave: the second is refused, 20 s.
     expect(await sendTimes(client, 2, 'leave')).toEqual([...pongs(1), refused(20)]);
     expect((await redis.keys(`${h.prefix}:{user:gina}:*`)).sort()).toEqual([
+      `${h.prefix}:{user:gina}:::tb`,
       `${h.prefix}:{user:gina}:RoomsGateway.join:each:tb`,
       `${h.prefix}:{user:gina}:RoomsGateway.leave:each:tb`,
-      `${h.prefix}:{user:gina}:global:default:tb`,
       `${h.prefix}:{user:gina}:rooms:room:tb`,
     ]);
   });
@@ -238,8 +238,8 @@ describe.each(WS_PLATFORMS)('trustedProxies on %s', (platform) => {
     expect(await sendTimes(a, 4, 'ping')).toEqual([...pongs(1, 2, 3), refused(20)]);
     expect(await sendTimes(b, 1, 'ping')).toEqual(pongs(1));
     expect((await redis.keys(`${h.prefix}:{ip:*`)).sort()).toEqual([
-      `${h.prefix}:{ip:203.0.113.7}:PingGateway.ping:default:tb`,
-      `${h.prefix}:{ip:203.0.113.8}:PingGateway.ping:default:tb`,
+      `${h.prefix}:{ip:203.0.113.7}:PingGateway.ping::tb`,
+      `${h.prefix}:{ip:203.0.113.8}:PingGateway.ping::tb`,
     ]);
   });
 });

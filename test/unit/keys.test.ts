@@ -1,6 +1,11 @@
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from '@jest/globals';
-import { identityTag, policyKey } from '../../lib/core/model/store-keys.js';
+import {
+  identityTag,
+  policyKey,
+  scopeAndNameOf,
+  scopeKeyPrefix,
+} from '../../lib/core/model/store-keys.js';
 
 /** The hashed tag, computed independently of the library. */
 function hashed(identity: string): string {
@@ -91,8 +96,47 @@ describe('policyKey', () => {
 
   it('uses the hashed tag inside the braces for an unusual identity', () => {
     expect(policyKey('rl', 'a{b}', 'global', 'default', 'gcra')).toBe(
-      `rl:{${hashed('a{b}')}}:global:default:gcra`,
+      `rl:{${hashed('a{b}')}}:::gcra`,
     );
+  });
+
+  // Issue 37: `rl:{ip:203.0.113.7}:global:default:gcra` (39 characters) took 88 B of Redis
+  // memory; up to 30 characters a key takes 72 B.
+  it('writes the scope global and the name default empty: 30 characters for any IPv4', () => {
+    expect(policyKey('rl', 'ip:203.0.113.7', 'global', 'default', 'tb')).toBe(
+      'rl:{ip:203.0.113.7}:::tb',
+    );
+    expect(policyKey('rl', 'ip:255.255.255.255', 'global', 'default', 'gcra')).toBe(
+      'rl:{ip:255.255.255.255}:::gcra',
+    );
+    expect('rl:{ip:255.255.255.255}:::gcra').toHaveLength(30);
+    expect(policyKey('rl', 'user:42', 'global', 'burst', 'tb')).toBe('rl:{user:42}::burst:tb');
+    expect(policyKey('rl', 'user:42', 'reports', 'default', 'tb')).toBe('rl:{user:42}:reports::tb');
+  });
+
+  it.each([
+    ['global', 'default'],
+    ['global', 'burst'],
+    ['reports', 'default'],
+    ['ReportsController.export', 'burst'],
+    ['a/b.c-d_e', 'x.y-z_1'],
+  ])('reads scope %p and name %p back from the key, suffixes included', (scope, name) => {
+    const key = policyKey('rl', 'user:42', scope, name, 'gcra');
+    const rest = key.slice('rl:{user:42}:'.length);
+    for (const suffix of ['', ':o1700000000000', ':b']) {
+      expect(scopeAndNameOf(rest + suffix)).toEqual([scope, name]);
+    }
+    expect(key.startsWith(scopeKeyPrefix('rl', 'user:42', scope))).toBe(true);
+  });
+
+  it("gives each scope a key prefix no other scope's keys start with", () => {
+    const scopes = ['global', 'g', 'globa', 'global2', 'reports', 'reports.v2', 'r'];
+    for (const a of scopes) {
+      for (const b of scopes) {
+        const key = policyKey('rl', 'user:42', b, 'default', 'tb');
+        expect(key.startsWith(scopeKeyPrefix('rl', 'user:42', a))).toBe(a === b);
+      }
+    }
   });
 
   it('keeps the key short for a 10 KB identity', () => {

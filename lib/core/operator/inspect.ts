@@ -1,6 +1,6 @@
 import { ALGORITHM_IMPLS } from '../algorithms/index.js';
 import { applicableOverride, type OverrideEntry } from './control.js';
-import { baseKeyOf, isControlKey } from '../model/store-keys.js';
+import { baseKeyOf, isControlKey, scopeAndNameOf } from '../model/store-keys.js';
 import { blockKeyOf } from '../model/penalty.js';
 import {
   ALGORITHMS,
@@ -122,15 +122,17 @@ function describeSnapshot(
   );
   for (const key of keys) {
     if (!key.startsWith(identityPrefix)) continue;
-    const parts = key.slice(identityPrefix.length).split(':');
-    if (parts.length === 3 && parts[2] === CONCURRENCY_TAG) {
-      const slots = describeSlots(byKey.get(key)?.state, nowMs, parts, known);
+    const rest = key.slice(identityPrefix.length);
+    const parts = rest.split(':');
+    if (parts.length !== 3) continue;
+    const [scope, name] = scopeAndNameOf(rest);
+    if (parts[2] === CONCURRENCY_TAG) {
+      const slots = describeSlots(byKey.get(key)?.state, nowMs, scope, name, known);
       if (slots) out.push({ key, ...slots });
       continue;
     }
-    const algorithm = BY_TAG.get(parts[2] ?? '');
-    if (parts.length !== 3 || algorithm === undefined) continue;
-    const [scope, name] = parts as [string, string];
+    const algorithm = BY_TAG.get(parts[2]!);
+    if (algorithm === undefined) continue;
     const override = applicableOverride(control, nowMs, scope, name);
     // Each override runs on state of its own (see CONSUME_SCRIPT): that is the state in force.
     const stored = byKey.get(override ? `${key}:o${nowMs + override.expiresInMs}` : key);
@@ -226,15 +228,16 @@ function describeSnapshot(
 function describeSlots(
   expiries: readonly number[] | undefined,
   nowMs: number,
-  [scope, name]: string[],
+  scope: string,
+  name: string,
   known: (scope: string, name: string, algorithm: PolicyAlgorithm) => KnownPolicy | undefined,
 ): Omit<InspectedPolicy, 'key'> | undefined {
   const live = (expiries ?? []).filter((end) => end > nowMs);
   if (live.length === 0) return undefined;
-  const policy = known(scope!, name!, 'concurrency');
+  const policy = known(scope, name, 'concurrency');
   return {
-    scope: scope!,
-    policy: name!,
+    scope,
+    policy: name,
     algorithm: 'concurrency',
     resetMs: Math.max(...live) - nowMs,
     state: { held: live.length, leaseExpiriesMs: live },

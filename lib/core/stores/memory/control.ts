@@ -1,5 +1,6 @@
 import { ALGORITHM_IMPLS } from '../../algorithms/index.js';
 import { applicableOverride } from '../../operator/control.js';
+import { scopeAndNameOf } from '../../model/store-keys.js';
 import type { ControlChange, ControlSnapshot, StorePolicy } from '../store.js';
 
 /** What an identity's control hash does to one policy of a request (see CONSUME_SCRIPT). */
@@ -30,7 +31,7 @@ export function controlEffect(
   }
   // Overrides change rates; a concurrency limit has none (see concurrency.ts).
   if (policy.lease !== undefined || policy.algorithm === 'concurrency') return { params: policy };
-  const [scope = '', name = ''] = key.slice(key.indexOf('}') + 2).split(':');
+  const [scope, name] = scopeAndNameOf(key.slice(key.indexOf('}') + 2));
   const found = applicableOverride(fields, now, scope, name);
   if (!found) return { params: policy };
   const { limit, periodMs } = found;

@@ -146,7 +146,7 @@ describe.each(platforms)('CatsController (e2e) on %s', (platform) => {
 
       const [state] = await limits.inspect(CLIENT);
       expect(state).toMatchObject({
-        key: `${prefix}:{${CLIENT}}:CatsController.findAll:default:tb`,
+        key: `${prefix}:{${CLIENT}}:CatsController.findAll::tb`,
         scope: 'CatsController.findAll',
         policy: 'default',
         limit: 3,

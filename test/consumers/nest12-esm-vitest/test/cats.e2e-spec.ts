@@ -119,7 +119,7 @@ describe.each(stores)('CatsController (e2e) with %s', (store, options) => {
 
     const [state] = await limits.inspect(CLIENT);
     expect(state).toMatchObject({
-      key: `${prefix}:{${CLIENT}}:CatsController.findAll:default:tb`,
+      key: `${prefix}:{${CLIENT}}:CatsController.findAll::tb`,
       scope: 'CatsController.findAll',
       policy: 'default',
       limit: 3,

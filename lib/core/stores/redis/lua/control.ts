@@ -46,11 +46,14 @@ if code < 0 then
     if exempt_until and exempt_until > now and exempt_until <= 9007199254740991 then
       cost, effect = 0, 'x'
     elseif not (${luaCodeIs((form) => form.kind === 'leases')}) then
-      -- The policy key is <prefix>:{<identity>}:<scope>:<name>:<tag>.
+      -- The policy key is <prefix>:{<identity>}:<scope>:<name>:<tag>, the scope 'global'
+      -- and the name 'default' written empty (see policyKey).
       local b = string.find(key, '}', 1, true)
       local s1 = string.find(key, ':', b + 2, true)
       local s2 = string.find(key, ':', s1 + 1, true)
       local scope, name = string.sub(key, b + 2, s1 - 1), string.sub(key, s1 + 1, s2 - 1)
+      if scope == '' then scope = 'global' end
+      if name == '' then name = 'default' end
       for _, field in ipairs({ scope .. ':' .. name, scope .. ':*', '*:' .. name, '*:*' }) do
         local override = fields['o:' .. field]
         local until_ms, o_limit, o_period, o_burst
