@@ -72,13 +72,13 @@ describe('the consume script on a private Redis', () => {
   });
 
   it.each(ALGORITHMS)(
-    '%s: every SET the script sends carries PX >= 1 at high rates',
+    "%s: every write the script sends sets an expiry >= 1 ms, or keeps the window's, at high rates",
     async (algorithm) => {
       const base = new Redis(server.url);
       const monitor = await base.monitor();
       const sets: string[][] = [];
       monitor.on('monitor', (_time: string, args: string[]) => {
-        if (['SET', 'PEXPIRE'].includes(args[0]!.toUpperCase())) sets.push(args);
+        if (['SET', 'PSETEX', 'PEXPIRE'].includes(args[0]!.toUpperCase())) sets.push(args);
       });
       const limiter = new RateLimiter({
         store: new RedisStore({ client }),
@@ -106,13 +106,22 @@ describe('the consume script on a private Redis', () => {
       monitor.disconnect();
       base.disconnect();
       expect(sets.length).toBeGreaterThan(10);
+      let kept = 0;
       for (const args of sets) {
-        const set = args[0]!.toUpperCase() === 'SET';
-        if (set) expect(args[3]?.toUpperCase()).toBe('PX');
-        const px = Number(args[set ? 4 : 2]);
+        const command = args[0]!.toUpperCase();
+        // A window that goes on keeps the expiry its key was given when it opened.
+        if (command === 'SET' && args[3]?.toUpperCase() === 'KEEPTTL') {
+          expect(ALGORITHM_IMPLS[algorithm].lua.kind).toBe('value');
+          kept++;
+          continue;
+        }
+        if (command === 'SET') expect(args[3]?.toUpperCase()).toBe('PX');
+        const px = Number(args[command === 'SET' ? 4 : 2]); // PSETEX and PEXPIRE: <key> <ms>
         expect(Number.isInteger(px)).toBe(true);
         expect(px).toBeGreaterThanOrEqual(1);
       }
+      // The windows keep it while the window goes on; the sliding log always moves it.
+      expect(kept > 0).toBe(algorithm === 'fixed-window' || algorithm === 'sliding-window');
     },
   );
 

@@ -42,8 +42,12 @@ local function decide(stored, now, limit, period_ms, cost)
   end
   if cost == 0 then return true end
   if count + cost > limit then return false end
-  if window_end == 0 then window_end = now + period_ms end
-  return true, fmt('%d:%d', count + cost, window_end), window_end - now
+  if window_end == 0 then
+    window_end = now + period_ms
+    return true, fmt('%d:%d', count + cost, window_end), period_ms
+  end
+  -- The window is the stored one: the key already expires at its end (keep_ttl).
+  return true, fmt('%d:%d', count + cost, window_end), window_end - now, true
 end`;
 
 /** Gives back only in the window the request spent in (`mark`: its end in ms). */

@@ -62,7 +62,7 @@ const evaluateSlidingWindow: Evaluate = (state, now, { limit, periodMs: P, cost 
 const decide = `
 local function decide(stored, now, limit, period_ms, cost)
   local index = floor(now / period_ms)
-  local cur, prev = 0, 0
+  local cur, prev, same = 0, 0, false
   if stored then
     local a = find(stored, ':', 1, true)
     local b = a and find(stored, ':', a + 1, true)
@@ -73,6 +73,7 @@ local function decide(stored, now, limit, period_ms, cost)
         -- The clock stepped back across a window boundary: stay in the stored window.
         if stored_index > index then index = stored_index end
         if stored_index == index then
+          same = true
           cur = tonumber(sub(stored, a + 1, b - 1)); prev = tonumber(sub(stored, b + 1))
         elseif stored_index == index - 1 then
           prev = tonumber(sub(stored, a + 1, b - 1))
@@ -84,7 +85,8 @@ local function decide(stored, now, limit, period_ms, cost)
   if cost > limit or prev * (period_ms - now + index * period_ms) + (cur + cost) * period_ms > limit * period_ms then
     return false
   end
-  return true, fmt('%d:%d:%d', index, cur + cost, prev), (index + 2) * period_ms - now
+  -- In the stored window the key already expires at (index + 2) * period_ms (keep_ttl).
+  return true, fmt('%d:%d:%d', index, cur + cost, prev), (index + 2) * period_ms - now, same
 end`;
 
 /**
