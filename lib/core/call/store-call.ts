@@ -31,11 +31,7 @@ export function boundedCall<T>(
   progress?: StoreProgress,
   store?: Pick<RateLimitStore, 'ready'>,
 ): Promise<T> {
-  if (breaker && !breaker.tryAcquire()) {
-    return Promise.reject(
-      new RateLimitBackendError('unavailable', 'rate-limit store skipped: circuit breaker open'),
-    );
-  }
+  if (breaker && !breaker.tryAcquire()) return Promise.reject(breakerOpen());
   const ready = store?.ready?.();
   if (ready === undefined) return waitFor(call, timeoutMs, breaker, progress);
   return ready.then(
@@ -47,6 +43,25 @@ export function boundedCall<T>(
       throw new RateLimitBackendError(failure.kind, failure.message, { cause: error });
     },
   );
+}
+
+/**
+ * The error of a call the open circuit breaker skips: one per call (a caller may add to it),
+ * made without a stack trace. While the store is down every request takes this path, and
+ * the trace (our own frames, never the cause) cost more than the rest of the request: 8 to
+ * 21 µs of CPU per HTTP request in a profile of a run whose breaker had opened.
+ */
+function breakerOpen(): RateLimitBackendError {
+  const limit = Error.stackTraceLimit;
+  Error.stackTraceLimit = 0;
+  try {
+    return new RateLimitBackendError(
+      'unavailable',
+      'rate-limit store skipped: circuit breaker open',
+    );
+  } finally {
+    Error.stackTraceLimit = limit;
+  }
 }
 
 function waitFor<T>(
