@@ -1,4 +1,5 @@
 import { HttpException, type ExecutionContext } from '@nestjs/common';
+import { withoutStack } from '../../core/errors.js';
 import type { RequestLike } from '../../http/ip.js';
 import { RateLimitProblemException } from './problem-details.js';
 import { refusalBody, refusalProblem } from './refusal.js';
@@ -90,8 +91,11 @@ export const httpTransport: Transport = {
   setHeaders,
   refuse(ctx, refusal, headers): never {
     setHeaders(ctx, headers);
-    if (refusal.format === 'problem') throw new RateLimitProblemException(refusalProblem(refusal));
-    throw new HttpException(refusalBody(refusal), refusal.status);
+    throw withoutStack(() =>
+      refusal.format === 'problem'
+        ? new RateLimitProblemException(refusalProblem(refusal))
+        : new HttpException(refusalBody(refusal), refusal.status),
+    );
   },
   onSent(ctx, done) {
     const node = nodeResponseOf(ctx);
