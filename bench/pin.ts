@@ -6,38 +6,51 @@
  * off; it is off by itself on one core or without taskset.
  */
 import { execFileSync } from 'node:child_process';
-import { cpus } from 'node:os';
 
-/** The core of the process measured, and the core of the rest. */
-export const MEASURED_CORE = cpus().length - 1;
-export const DRIVER_CORE = 0;
-
-function available(): boolean {
-  if (process.env.BENCH_PIN === '0' || cpus().length < 2 || process.platform !== 'linux')
-    return false;
+/** The cores this process may run on (`taskset -cp`), or undefined when pinning is off. */
+function allowedCores(): number[] | undefined {
+  if (process.env.BENCH_PIN === '0' || process.platform !== 'linux') return undefined;
   try {
-    execFileSync('taskset', ['-p', String(process.pid)], { stdio: 'ignore' });
-    return true;
+    const out = execFileSync('taskset', ['-cp', String(process.pid)], { encoding: 'utf8' });
+    // "pid 123's current affinity list: 0,2-3"
+    const list = out.slice(out.lastIndexOf(':') + 1).trim();
+    const cores = list.split(',').flatMap((part) => {
+      const [from, to = from] = part.split('-').map(Number);
+      return Array.from({ length: to! - from! + 1 }, (_, i) => from! + i);
+    });
+    return cores.length >= 2 && cores.every(Number.isInteger) ? cores : undefined;
   } catch {
-    return false;
+    return undefined;
   }
 }
 
-/** Whether processes are pinned in this run. */
-export const PINNING = available();
+const cores = allowedCores();
+
+/** Whether processes are pinned in this run: two allowed cores or more, and taskset. */
+export const PINNING = cores !== undefined;
+/** The core of the process measured (the last allowed), and the core of the rest (the first). */
+export const MEASURED_CORE = cores?.at(-1) ?? 0;
+export const DRIVER_CORE = cores?.[0] ?? 0;
 
 /**
  * Pins process `pid` and all its threads to `core`; nothing when {@link PINNING} is off.
- * @throws when taskset fails on a live process
+ * Returns whether it did: a process that taskset could not pin (gone, or a core taken away
+ * since) runs where the scheduler puts it, and the run says so.
  */
-export function pin(pid: number | undefined, core: number): void {
-  if (!PINNING || pid === undefined) return;
-  execFileSync('taskset', ['-a', '-c', '-p', String(core), String(pid)], { stdio: 'ignore' });
+export function pin(pid: number | undefined, core: number): boolean {
+  if (!PINNING || pid === undefined) return false;
+  try {
+    execFileSync('taskset', ['-a', '-c', '-p', String(core), String(pid)], { stdio: 'ignore' });
+    return true;
+  } catch {
+    console.log(`! could not pin process ${pid} to core ${core}: it runs unpinned`);
+    return false;
+  }
 }
 
 /** A line for the run's header: how processes are placed. */
 export function pinningLine(): string {
   return PINNING
     ? `pinned: measured process on core ${MEASURED_CORE}, load generators on core ${DRIVER_CORE} (BENCH_PIN=0 to turn off)`
-    : 'not pinned (BENCH_PIN=0, one core, or no taskset)';
+    : 'not pinned (BENCH_PIN=0, fewer than two allowed cores, or no taskset)';
 }

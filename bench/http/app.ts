@@ -272,6 +272,7 @@ async function profiling(message: unknown): Promise<void> {
       ),
     );
   if (message === 'profile:start') {
+    profiler?.disconnect();
     profiler = new Session();
     profiler.connect();
     await post('Profiler.enable');
@@ -292,7 +293,9 @@ async function main(): Promise<void> {
     process.on('disconnect', () => process.exit(0));
     if (!process.connected) process.exit(0);
     // profile.ts's messages: a CPU profile of the load alone, without the boot.
-    process.on('message', (message) => void profiling(message));
+    process.on('message', (message) => {
+      profiling(message).catch((error: unknown) => process.send!({ profileError: String(error) }));
+    });
   }
   const [platform, variant, port, redisUrl] = process.argv.slice(2) as [
     HttpPlatform,

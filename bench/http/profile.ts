@@ -75,10 +75,18 @@ function summarise(profile: Profile, requests: number) {
 
 async function profiled(app: App, rate: number, seconds: number) {
   await pacedLoad(app.url, rate, 2, 64);
-  const profile = new Promise<Profile>((resolve) =>
-    app.child.on('message', (m: { profile?: Profile }) => m.profile && resolve(m.profile)),
-  );
+  // The app sends its profile back, or why it could not; it may also die meanwhile.
+  const profile = new Promise<Profile>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error('no profile within 60 s')), 60_000);
+    app.child.on('message', (m: { profile?: Profile; profileError?: string }) => {
+      clearTimeout(timer);
+      if (m.profile) resolve(m.profile);
+      else reject(new Error(`the app could not profile: ${m.profileError}`));
+    });
+    app.child.once('exit', () => reject(new Error('the app exited while profiled')));
+  });
   app.child.send('profile:start');
+  // The profiler's start is asynchronous in the app: a moment for it before the load.
   await new Promise((resolve) => setTimeout(resolve, 100));
   const sample = await pacedLoad(app.url, rate, seconds, 64);
   app.child.send('profile:stop');
