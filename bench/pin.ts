@@ -2,14 +2,15 @@
  * Pinning the bench's processes to cores (Linux `taskset`), so that the process measured
  * does not share its core with the one measuring it. On 2 cores: the app under load (or
  * Redis, in the store parts) on the last core; this process (the load generator, the store
- * contenders' client), its load processes and redis-benchmark on core 0. BENCH_PIN=0 turns it
- * off; it is off by itself on one core or without taskset.
+ * contenders' client), its load processes and redis-benchmark on core 0. BENCH_PIN=1 turns it
+ * on (off by default: two pinned and two unpinned runs on a 2-core VM repeated no better);
+ * it stays off on one allowed core or without taskset.
  */
 import { execFileSync } from 'node:child_process';
 
 /** The cores this process may run on (`taskset -cp`), or undefined when pinning is off. */
 function allowedCores(): number[] | undefined {
-  if (process.env.BENCH_PIN === '0' || process.platform !== 'linux') return undefined;
+  if (process.env.BENCH_PIN !== '1' || process.platform !== 'linux') return undefined;
   try {
     const out = execFileSync('taskset', ['-cp', String(process.pid)], { encoding: 'utf8' });
     // "pid 123's current affinity list: 0,2-3"
@@ -51,6 +52,6 @@ export function pin(pid: number | undefined, core: number): boolean {
 /** A line for the run's header: how processes are placed. */
 export function pinningLine(): string {
   return PINNING
-    ? `pinned: measured process on core ${MEASURED_CORE}, load generators on core ${DRIVER_CORE} (BENCH_PIN=0 to turn off)`
-    : 'not pinned (BENCH_PIN=0, fewer than two allowed cores, or no taskset)';
+    ? `pinned (BENCH_PIN=1): measured process on core ${MEASURED_CORE}, load generators on core ${DRIVER_CORE}`
+    : 'not pinned (BENCH_PIN=1 pins, given two allowed cores and taskset)';
 }

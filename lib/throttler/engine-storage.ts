@@ -24,7 +24,10 @@ export interface ThrottlerHit {
   readonly throttlerName: string;
 }
 
-/** Every key of this storage: `<prefix>:{<budget key>}:throttler:<name>:fw` (`default` written empty). */
+/**
+ * Every key of this storage: `<prefix>:{<budget key>}:throttler:<name>:sl` (`:fw` above
+ * 10,000 hits; `default` written empty).
+ */
 const SCOPE = 'throttler';
 const NAME = /^[A-Za-z0-9_.-]{1,64}$/;
 /** Policies kept per storage (one per throttler and route setting): a bounded memo. */

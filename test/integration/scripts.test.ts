@@ -122,6 +122,13 @@ describe('the consume script on a private Redis', () => {
       }
       // The windows keep it while the window goes on; the sliding log always moves it.
       expect(kept > 0).toBe(algorithm === 'fixed-window' || algorithm === 'sliding-window');
+      // KEEPTTL keeps an expiry only where the window's first write set one: no key of this
+      // limiter is left without (a KEEPTTL on a window's first write left one that never
+      // expired, PTTL -1, and every check above still passed).
+      const keys = await admin.keys(`px${algorithm}:*`);
+      expect(keys.length).toBeGreaterThan(0);
+      const ttls = await Promise.all(keys.map((key) => admin.pttl(key)));
+      expect(ttls.filter((ttl) => ttl === -1)).toEqual([]);
     },
   );
 

@@ -91,6 +91,18 @@ describe('overload protection on a simulated server (defaults)', () => {
     ]);
   });
 
+  // The onset the guide describes: before two busy windows have passed, nothing bounds the
+  // turn, and the critical calls of the overload's first 330 ms wait more than 20 ms (127 ms
+  // at most); none after.
+  it('cpu work at 2×: the onset, the critical calls of the first 330 ms wait up to 127 ms', () => {
+    const calls = at('cpu', 2).result.calls.filter(
+      (c) => c.priority === 'critical' && c.at >= 10_000 && c.at < 20_000,
+    );
+    const slow = calls.filter((c) => c.latencyMs > 20);
+    expect(ms(Math.max(...calls.map((c) => c.latencyMs)))).toBe(127);
+    expect(Math.round(Math.max(...slow.map((c) => c.at)) - 10_000)).toBe(330);
+  });
+
   it('cpu work at 2×: no swing on a steady load (admitted sheddable calls per window within ±25 %)', () => {
     const [low, high] = at('cpu', 2).steady.admittedSheddable;
     expect([low, high]).toEqual([28, 29]);
@@ -104,10 +116,10 @@ describe('overload protection on a simulated server (defaults)', () => {
     expect(r.goodputShare).toBeGreaterThanOrEqual(0.9);
   });
 
-  // The steady state meets the target once a turn holds no more than one handler's work past
-  // the first call: a critical call then waits out at most the turn it arrives in and its
-  // place in the next. The guide tells a CPU-bound app to set maxTurnMs to about half its
-  // handlers' CPU time.
+  // In the simulation the steady state meets the target once a turn holds no more than one
+  // handler's work past the first call: a critical call then waits out at most the turn it
+  // arrives in and its place in the next. The benchmark on a real app did not bear it out
+  // (a real turn holds more than the handlers): the guide keeps the default.
   it('cpu work at 2× with maxTurnMs below the handler (1 ms): steady-state critical p99 ≤ 3× the unloaded p99', () => {
     const r = runLoad('cpu', 2, { maxTurnMs: 1 });
     expect(r.criticalSteadyP99Ms).toBeLessThanOrEqual(3 * r.unloadedCriticalP99Ms);

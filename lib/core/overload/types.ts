@@ -94,9 +94,7 @@ export interface AdmissionOptions {
    * sockets, which the concurrency limit cannot see. It applies only while the loop is busy
    * over a longer horizon: its utilisation (`performance.eventLoopUtilization`) above 0.9 in
    * each of the last 2 windows; so the burst of an idle process is never shed by it.
-   * Under an overload a critical call waits about `2 × (maxTurnMs + h)` ms for handlers of
-   * `h` ms of CPU: for CPU-bound handlers, about `h / 2` holds it within 3× an unloaded call's
-   * (see the overload guide, Tuning for CPU-bound handlers). `false`: turns are not timed.
+   * `false`: turns are not timed.
    * A number > 0, or false. Default 5; false when `maxEventLoopDelayMs` is false.
    */
   maxTurnMs?: number | false;

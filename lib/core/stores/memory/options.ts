@@ -12,9 +12,10 @@ export interface MemoryStoreOptions {
    * (one sweep batch); failing that, the key written least recently, which forgets that
    * identity's spending: size it above your active identities times their routes.
    *
-   * Each key holds about 500 bytes of heap (measured: 438 B for the module's 37-character
-   * `rl:{ip:…}:…:tb` keys, 494 B for the throttler drop-in's 100-character
-   * keys; longer scopes and names add their length), so the default bounds the store at
+   * Each key holds about 500 bytes of heap (measured: 438 B for 37-character
+   * `rl:{ip:…}:…:tb` keys, 494 B for the throttler drop-in's 100-character keys; the
+   * module default's are 24 characters now; longer scopes and names add their length), so
+   * the default bounds the store at
    * about 100 MB, room for the app in a 512 MB container; 1,000,000 keys take about 500 MB.
    */
   maxKeys?: number;
