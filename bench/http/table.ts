@@ -67,24 +67,22 @@ function align(header: string[], body: string[][]): string[] {
   return [format(header), ...body.map(format)];
 }
 
+const isUndecided = (r: HttpRow, count: number) =>
+  r.variant !== 'none' && !r.variant.startsWith('floor-') && count > 0;
+
 /**
  * The variants that answered without a decision (`?`): their limiter failed open (its store
  * timed out, its circuit breaker opened), so what they cost is not what deciding costs.
  * `none` and the floor decide nothing and send no header.
  */
 const undecided = (rows: readonly HttpRow[], count: (r: HttpRow) => number) => {
-  const flagged = rows.filter(
-    (r) => r.variant !== 'none' && !r.variant.startsWith('floor-') && count(r),
-  );
+  const flagged = rows.filter((r) => isUndecided(r, count(r)));
   return flagged.length
     ? [
         `? answered 2xx without a rate-limit header (failed open: not comparable): ${flagged.map((r) => `${r.variant} ${count(r)}`).join(', ')}`,
       ]
     : [];
 };
-const isUndecided = (r: HttpRow, count: number) =>
-  r.variant !== 'none' && !r.variant.startsWith('floor-') && count > 0;
-
 const failures = (rows: readonly HttpRow[], count: (r: HttpRow) => number) => {
   const flagged = rows.filter((r) => count(r));
   return flagged.length
