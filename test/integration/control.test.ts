@@ -150,12 +150,12 @@ describe('on a private Redis', () => {
     for (let i = 0; i < 10; i++) {
       expect((await limiter.consume('key:a', { rate: '5/m' })).policies[0]!.limit).toBe(50);
     }
-    // Inside the script: HGETALL of the control hash, TIME (for its expiry), then GET and SET
-    // of the override's own bucket, whose debt is in its value so that the key can expire
+    // Inside the script: HGETALL of the control hash, TIME (for its expiry), then GET and
+    // PSETEX of the override's own bucket, whose debt is in its value so that the key can expire
     // with the override. Nothing outside it.
     // Without the test's own INFO and CONFIG RESETSTAT.
     const { info: _info, 'config|resetstat': _reset, ...counts } = await commandCalls(client);
-    expect(counts).toEqual({ evalsha: 10, hgetall: 10, time: 10, get: 10, set: 10 });
+    expect(counts).toEqual({ evalsha: 10, hgetall: 10, time: 10, get: 10, psetex: 10 });
   });
 
   it('on the server clock, a GCRA override keeps its debt to the ms and its key ends with it', async () => {
