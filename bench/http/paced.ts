@@ -154,7 +154,7 @@ export async function pacedLoad(
  * {@link DECIDED_HEADER}, or undefined while it is incomplete. One request is under way per
  * connection, so a complete response is all of it.
  */
-function parseResponse(buf: Buffer): { status: number; decided: boolean } | undefined {
+export function parseResponse(buf: Buffer): { status: number; decided: boolean } | undefined {
   const headEnd = buf.indexOf('\r\n\r\n');
   if (headEnd < 0) return undefined;
   const head = buf.toString('latin1', 0, headEnd);

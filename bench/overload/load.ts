@@ -15,6 +15,7 @@
  * a {@link LoadResult}.
  */
 import { connect, type Socket } from 'node:net';
+import { parseResponse } from '../http/paced.js';
 
 export interface LoadPhase {
   /** Requests per second sent during the phase. */
@@ -176,10 +177,10 @@ export async function runLoad(opts: LoadOptions): Promise<LoadResult> {
     });
     socket.on('data', (chunk: Buffer) => {
       c.pending = c.pending.length ? Buffer.concat([c.pending, chunk]) : chunk;
-      const status = parseResponse(c.pending);
-      if (status === undefined || !c.request) return;
+      const response = parseResponse(c.pending);
+      if (response === undefined || !c.request) return;
       c.pending = Buffer.alloc(0);
-      finish(c, status);
+      finish(c, response.status);
       busy.delete(c);
       idle.push(c);
       dispatch();
@@ -264,17 +265,6 @@ function figures(outcomes: Outcome[]): PriorityFigures {
     p50Ms: at(0.5),
     p99Ms: at(0.99),
   };
-}
-
-/** The status of the complete response at the start of `buf`, or undefined while incomplete. */
-function parseResponse(buf: Buffer): number | undefined {
-  const headEnd = buf.indexOf('\r\n\r\n');
-  if (headEnd < 0) return undefined;
-  const head = buf.toString('latin1', 0, headEnd);
-  const length = /\r\ncontent-length:\s*(\d+)/i.exec(head);
-  if (!length) throw new Error(`a response without Content-Length:\n${head}`);
-  if (buf.length < headEnd + 4 + Number(length[1])) return undefined;
-  return Number(head.slice(9, 12));
 }
 
 if (process.argv[2]) {
