@@ -25,7 +25,7 @@ export interface ThrottlerHit {
 }
 
 /**
- * Every key of this storage: `<prefix>:{<budget key>}:throttler:<name>:sl` (`:fw` above
+ * Every key of this storage: `<prefix>:{<budget key>}:throttler:<name>:sl` (`:fwc` above
  * 10,000 hits; `default` written empty).
  */
 const SCOPE = 'throttler';

@@ -85,8 +85,8 @@ describe('a fresh Redis client used before it has connected', () => {
       const reports = await Promise.all(
         workers.map((w) => w.run({ url: server.url, requests: 100, ...job })),
       );
-      // A fixed window's value: `<count>:<window start>`.
-      const state = await admin.get(`${job.prefix}:{user:fresh}:::fw`);
+      // A fixed window's value: its count.
+      const state = await admin.get(`${job.prefix}:{user:fresh}:::fwc`);
       const counted = state === null ? 0 : Number(state.split(':')[0]);
       console.log(`fresh clients: ${JSON.stringify(reports)}; counted in Redis ${counted}`);
       return { reports, counted };

@@ -67,7 +67,7 @@ describe.each([memoryKind, standaloneKind])('operating %p', (makeKind: () => Sto
         remaining: 2,
       },
       {
-        key: key('fixed', 'fw'),
+        key: key('fixed', 'fwc'),
         scope: 'jobs',
         policy: 'fixed',
         algorithm: 'fixed-window',

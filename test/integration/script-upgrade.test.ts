@@ -40,10 +40,12 @@ const NEW: ReadonlyMap<string, string> = new Map([
 const sha1 = (text: string) => createHash('sha1').update(text).digest('hex');
 
 /**
- * The tags of the algorithms added since bac346b: its scripts cannot run them (no rolling
- * deploy from it has their policies), so a call with such a key runs the current text on both.
+ * The tags of the keys bac346b never writes: algorithms added since (its scripts cannot run
+ * them: no rolling deploy from it has their policies) and state kept another way under a new
+ * tag (the fixed window's count, `fwc`, where bac346b kept `"<count>:<end>"` under `fw`), so
+ * a call with such a key runs the current text on both.
  */
-const NEWER_TAGS = [ALGORITHM_IMPLS['sliding-log'].tag];
+const NEWER_TAGS = [ALGORITHM_IMPLS['sliding-log'].tag, ALGORITHM_IMPLS['fixed-window'].tag];
 const newer = (keys: readonly string[]) =>
   keys.some((key) => NEWER_TAGS.some((tag) => new RegExp(`:${tag}(:o\\d+)?$`).test(key)));
 

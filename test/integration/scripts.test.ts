@@ -78,7 +78,8 @@ describe('the consume script on a private Redis', () => {
       const monitor = await base.monitor();
       const sets: string[][] = [];
       monitor.on('monitor', (_time: string, args: string[]) => {
-        if (['SET', 'PSETEX', 'PEXPIRE'].includes(args[0]!.toUpperCase())) sets.push(args);
+        if (['SET', 'PSETEX', 'PEXPIRE', 'INCRBY'].includes(args[0]!.toUpperCase()))
+          sets.push(args);
       });
       const limiter = new RateLimiter({
         store: new RedisStore({ client }),
@@ -109,9 +110,16 @@ describe('the consume script on a private Redis', () => {
       let kept = 0;
       for (const args of sets) {
         const command = args[0]!.toUpperCase();
-        // A window that goes on keeps the expiry its key was given when it opened.
+        // A window that goes on keeps the expiry its key was given when it opened: the
+        // sliding window rewrites its value with KEEPTTL, the fixed window adds to its count.
         if (command === 'SET' && args[3]?.toUpperCase() === 'KEEPTTL') {
           expect(ALGORITHM_IMPLS[algorithm].lua.kind).toBe('value');
+          kept++;
+          continue;
+        }
+        if (command === 'INCRBY') {
+          expect(ALGORITHM_IMPLS[algorithm].lua.kind).toBe('counter');
+          expect(args[2]).toMatch(/^[1-9]\d*$/);
           kept++;
           continue;
         }
@@ -136,7 +144,7 @@ describe('the consume script on a private Redis', () => {
     '%s: at 1000/s, on the Redis clock, the key exists right after an admitted call',
     async (algorithm) => {
       const code = ALGORITHM_CODES[algorithm];
-      const debt = ALGORITHM_IMPLS[algorithm].lua.kind === 'debt';
+      const { kind } = ALGORITHM_IMPLS[algorithm].lua;
       const key = `hot:{x}:${algorithm}`;
       for (let i = 0; i < 20; i++) {
         // MULTI runs EXISTS straight after the script, with no round trip in between.
@@ -145,8 +153,9 @@ describe('the consume script on a private Redis', () => {
           .eval(CONSUME_SCRIPT, 1, key, 'c', code, 1000, 1000)
           .exists(key)
           .exec()) as [[null, unknown], [null, number]];
-        // The state as it stood: no debt, or no window value yet.
-        expect(reply).toEqual(debt ? 0 : [null, expect.any(Number)]);
+        // The state as it stood: no debt, no window open (count 0 and 0 ms left, as one
+        // integer), or no window value yet.
+        expect(reply).toEqual(kind === 'value' ? [null, expect.any(Number)] : 0);
         expect(exists).toBe(1);
         await admin.del(key);
       }

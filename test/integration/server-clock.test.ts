@@ -92,3 +92,99 @@ describe.each(['token-bucket', 'gcra'] as const)(
     });
   },
 );
+
+/**
+ * The fixed window on the Redis server clock keeps its count in the value and its window's
+ * end in the key's expiry (see fixed-window.ts): no `TIME`, `INCRBY` while the window goes
+ * on. Time is moved by shortening the expiry, as elapsed time would.
+ */
+describe('fixed-window on the server clock', () => {
+  const client = newRedis({ autoResendUnfulfilledCommands: false });
+  afterAll(() => client.quit());
+
+  function setup() {
+    const prefix = `sc${randomUUID().slice(0, 8)}`;
+    const store = new RedisStore({ client });
+    const limiter = new RateLimiter({ store, prefix, timeoutMs: 5000 });
+    const key = policyKey(prefix, 'u', 'global', 'default', 'fwc');
+    return { limiter, store, key };
+  }
+  const policy = { rate: '10/m', algorithm: 'fixed-window' } as const;
+
+  it('the count is the value and the window ends with the key; a refusal writes nothing', async () => {
+    const { limiter, key } = setup();
+    const start = Date.now();
+    const first = await limiter.consume('u', policy, { cost: 4 });
+    expect(first.policies[0]).toMatchObject({ allowed: true, remaining: 6, resetMs: 60_000 });
+    expect(await client.get(key)).toBe('4');
+    const opened = await client.pttl(key);
+    expect(opened).toBeGreaterThanOrEqual(60_000 - (Date.now() - start) - 1);
+    expect(opened).toBeLessThanOrEqual(60_000);
+    // 30 s later (the expiry moved 30 s closer): the same window, its end kept.
+    await client.pexpire(key, opened - 30_000);
+    const second = await limiter.consume('u', policy, { cost: 2 });
+    expect(second.policies[0]!.remaining).toBe(4);
+    expect(second.policies[0]!.resetMs).toBeLessThanOrEqual(30_000);
+    expect(second.policies[0]!.resetMs).toBeGreaterThanOrEqual(30_000 - (Date.now() - start) - 1);
+    expect(await client.get(key)).toBe('6');
+    expect(await client.pttl(key)).toBeLessThanOrEqual(opened - 30_000);
+    // 5 more cannot fit (4 left): refused until the window ends, and nothing is written.
+    const denied = await limiter.consume('u', policy, { cost: 5 });
+    expect(denied.allowed).toBe(false);
+    expect(denied.policies[0]).toMatchObject({ remaining: 4 });
+    expect(denied.policies[0]!.retryAfterMs).toBeLessThanOrEqual(30_000);
+    expect(denied.policies[0]!.retryAfterMs).toBeGreaterThan(29_000 - (Date.now() - start));
+    expect(await client.get(key)).toBe('6');
+    // Once the key has expired, a new window opens with the full limit.
+    await client.del(key);
+    const next = await limiter.consume('u', policy, { cost: 10 });
+    expect(next.policies[0]).toMatchObject({ allowed: true, remaining: 0, resetMs: 60_000 });
+    expect(await client.get(key)).toBe('10');
+  });
+
+  it('a value that is not a count, or a key without an expiry, is no window, and is replaced', async () => {
+    const { limiter, key } = setup();
+    // 0.1.0's format, "<count>:<windowEndMs>", under this tag, and a key nobody gave an expiry.
+    for (const [value, px] of [
+      ['7:1796498780445', 30_000],
+      ['9', undefined],
+    ] as const) {
+      if (px === undefined) await client.set(key, value);
+      else await client.set(key, value, 'PX', px);
+      const d = await limiter.consume('u', policy);
+      expect(d.policies[0]).toMatchObject({ allowed: true, remaining: 9, resetMs: 60_000 });
+      expect(await client.get(key)).toBe('1');
+      expect(await client.pttl(key)).toBeGreaterThan(59_000);
+    }
+  });
+
+  it('a window whose end is more than two periods away was not written at this period: none', async () => {
+    const { limiter, key } = setup();
+    // The policy was 10/h; it is 10/m now, and an hour's window is still open.
+    await client.set(key, '10', 'PX', 3_000_000);
+    const d = await limiter.consume('u', policy);
+    expect(d.policies[0]).toMatchObject({ allowed: true, remaining: 9, resetMs: 60_000 });
+    expect(await client.pttl(key)).toBeLessThanOrEqual(60_000);
+  });
+
+  it('a refund gives back in the window the request spent in, never in a later one', async () => {
+    const { limiter, store, key } = setup();
+    const { spending } = await limiter.spend([{ identity: 'u', policy }], { cost: 3 });
+    expect(await client.get(key)).toBe('3');
+    expect(await limiter.refund(spending!)).toBe(1);
+    expect(await client.get(key)).toBe('0');
+    // Given twice: nothing is left to give back, and the count stays at 0.
+    expect(await limiter.refund(spending!)).toBe(0);
+    expect(await client.get(key)).toBe('0');
+    // A request that spent in a window that ended 1 ms ago (on this process's clock), while
+    // a window opened since has 60 s left: nothing is given back to the new one.
+    await client.set(key, '5', 'PX', 60_000);
+    const late = { key, algorithm: 'fixed-window', limit: 10, periodMs: 60_000, cost: 2 } as const;
+    expect(await store.refund([{ ...late, mark: Date.now() - 1 }])).toBe(0);
+    expect(await client.get(key)).toBe('5');
+    // The same refund while that window is the one open (its end 60 s away): given back.
+    expect(await store.refund([{ ...late, mark: Date.now() + 60_000 }])).toBe(1);
+    expect(await client.get(key)).toBe('3');
+    expect(await client.pttl(key)).toBeGreaterThan(59_000);
+  });
+});

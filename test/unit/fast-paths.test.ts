@@ -3,7 +3,8 @@
  * - MemoryStore: one rate policy, no penalty, no control hash in the store (the general
  *   path runs once any control exists, here an exemption of another identity);
  * - RedisStore's reading of the consume script's reply: a lone token bucket/GCRA debt (a
- *   number) against the same debt given as the general path's array.
+ *   number) against the same debt given as the general path's array, and a lone fixed
+ *   window's count and ms left as one integer against the two.
  * Random sequences with exact expectations: every outcome and every stored state equal.
  * (That the fast path is left whenever a control applies is the conformance suite's
  * overrides and exemptions on MemoryStore.)
@@ -99,4 +100,25 @@ describe('RedisStore reply: a lone token bucket/GCRA debt reads as the general p
       }
     },
   );
+});
+
+describe('RedisStore reply: a lone fixed window as one integer reads as the general path reads it', () => {
+  it('2000 random counts, ms left and policies, outcomes equal', () => {
+    const rand = random(43);
+    for (let i = 0; i < 2000; i++) {
+      const policy = policyOf(rand, 'fixed-window', `ip:198.51.100.${i % 256}`);
+      // A count up to the limit (sometimes beyond: a lowered limit), and the ms left of its
+      // window, up to two periods (0 and 0: no window open).
+      const open = rand() < 0.9;
+      const count = open ? Math.floor(rand() * policy.limit * 1.5) : 0;
+      const left = open ? 1 + Math.floor(rand() * 2 * policy.periodMs) : 0;
+      const lone = count * (2 * policy.periodMs + 1) + left;
+      for (const mode of ['c', 'd'] as const) {
+        const clock = () => 1_700_000_000_000;
+        expect(outcomesOf([policy], lone, mode, clock)).toEqual(
+          outcomesOf([policy], [count, left], mode, clock),
+        );
+      }
+    }
+  });
 });

@@ -25,7 +25,7 @@ function setup(options: MemoryStoreOptions = {}) {
 
 /** Key of a fixed-window `default` policy in the `global` scope. */
 function fwKey(identity: string): string {
-  return policyKey('rl', identity, 'global', 'default', 'fw');
+  return policyKey('rl', identity, 'global', 'default', 'fwc');
 }
 
 const stores: MemoryStore[] = [];

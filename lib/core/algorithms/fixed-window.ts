@@ -1,9 +1,9 @@
-import { admitted, decodeInts, denied, type AlgorithmImpl, type Evaluate } from './types.js';
+import { admitted, denied, type AlgorithmImpl, type Evaluate } from './types.js';
 
 /**
  * Fixed window. State `[count, windowEndMs]`; the window opens at the identity's first
  * admitted request and lasts one period. Admit iff `count + cost <= limit`.
- * Stored as `"<count>:<windowEndMs>"`.
+ * In Redis, the count is the value and the window's end the key's expiry (see `decide`).
  */
 const evaluateFixedWindow: Evaluate = (state, now, { limit, periodMs, cost }) => {
   // A window that has ended is no window, even if its key has not expired yet; one that
@@ -23,44 +23,82 @@ const evaluateFixedWindow: Evaluate = (state, now, { limit, periodMs, cost }) =>
 };
 
 /**
- * The Lua of the fixed window (see `ValueForm` in types.ts); the count and the window's end are
- * compared as `evaluateFixedWindow` compares them.
+ * The Lua of the fixed window (see `CounterForm` in types.ts), pasted inline as GCRA's is.
+ *
+ * On the server clock the count is the value and the window's end the key's **expiry**: a
+ * decision is `GET` and `PTTL`, then `INCRBY` in a window that goes on, or `PSETEX` for a new
+ * one: no `TIME`, no parsing, no string made (what rate-limiter-flexible's fixed window does,
+ * without counting refusals). Redis expires no key during a script, so a key `GET` found is
+ * there for `PTTL`; a PTTL of 0 or less is no window. A test clock cannot move an expiry, so with one the value holds
+ * `"<count>:<windowEndMs>"` instead; so does an override's own state, which expires with the
+ * override. 0.1.0 kept every window that way, under the tag `fw`: its windows and these
+ * are counted apart (its script would read a count as no window).
+ *
+ * Reads the consume script's locals `key`, `limit`, `period_ms`, `cost`, `clock`, `now` and
+ * `override_until`, and sets `count` and `left_ms` (the state as it stood, read at time 0: the
+ * reply; 0 and 0 when no window is open); when it refuses, `denies` (and clears `all_admit`);
+ * when it spends, `value` and `ttl_ms`, with `keep_ttl` when the window goes on, or
+ * `increments` when `value` is to be added to the count (`INCRBY`).
  */
 const decide = `
-local function decide(stored, now, limit, period_ms, cost)
-  local count, window_end = 0, 0
-  if stored then
-    local colon = find(stored, ':', 1, true)
-    if colon then
-      window_end = tonumber(sub(stored, colon + 1))
-      if now < window_end and window_end <= now + 2 * period_ms then
-        count = tonumber(sub(stored, 1, colon - 1))
-      else
-        window_end = 0
-      end
-    end
+local count, left_ms = 0, 0
+local window_clock = clock or (override_until and now)
+local stored = call('GET', key)
+if stored then
+  if window_clock then
+    local colon = string.find(stored, ':', 1, true)
+    local window_end = colon and tonumber(string.sub(stored, colon + 1))
+    if window_end then count, left_ms = tonumber(string.sub(stored, 1, colon - 1)), window_end - window_clock end
+  else
+    count, left_ms = tonumber(stored), call('PTTL', key)
   end
-  if cost == 0 then return true end
-  if count + cost > limit then return false end
-  if window_end == 0 then
-    window_end = now + period_ms
-    return true, fmt('%d:%d', count + cost, window_end), period_ms
+  -- A window that has ended is none; one that ends more than two periods from now was not
+  -- written at this period (the period was lowered since); a value that is not a count is
+  -- not ours.
+  if not count or left_ms <= 0 or left_ms > 2 * period_ms then count, left_ms = 0, 0 end
+end
+if cost > 0 then
+  if count + cost > limit then all_admit, denies = false, true
+  elseif left_ms == 0 then
+    ttl_ms = period_ms
+    if window_clock then value = fmt('%d:%d', cost, window_clock + period_ms)
+    else value = cost == 1 and '1' or fmt('%d', cost) end
+  elseif window_clock then
+    ttl_ms, keep_ttl = left_ms, true
+    value = fmt('%d:%d', count + cost, window_clock + left_ms)
+  else
+    ttl_ms, increments, value = left_ms, true, cost == 1 and '1' or fmt('%d', cost)
   end
-  -- The window is the stored one: the key already expires at its end (keep_ttl).
-  return true, fmt('%d:%d', count + cost, window_end), window_end - now, true
 end`;
 
-/** Gives back only in the window the request spent in (`mark`: its end in ms). */
+/**
+ * Gives back in the window the request spent in: `mark` is the ms that window had left when
+ * the refund was sent (see `pushRefund`), and a later window ends at least a period after it,
+ * so the window found is that one while its ms left are below `mark` + half a period (clocks
+ * of the app and of Redis may drift by less). Reads the refund script's locals `key`,
+ * `period_ms`, `amount`, `mark` and `clock`; sets `refunded`.
+ */
 const refund = `
-local function refund(stored, mark, cost)
-  local colon = stored and find(stored, ':', 1, true)
-  if not colon then return nil end
-  local count, window_end = tonumber(sub(stored, 1, colon - 1)), tonumber(sub(stored, colon + 1))
-  if window_end == mark and count > 0 then return fmt('%d:%d', max(0, count - cost), window_end) end
+local count, left_ms = nil, 0
+local stored = redis.call('GET', key)
+if stored then
+  if clock then
+    local colon = find(stored, ':', 1, true)
+    local window_end = colon and tonumber(sub(stored, colon + 1))
+    if window_end then count, left_ms = tonumber(sub(stored, 1, colon - 1)), window_end - clock end
+  else
+    count, left_ms = tonumber(stored), redis.call('PTTL', key)
+  end
+end
+if count and count > 0 and left_ms > 0 and left_ms < mark + period_ms / 2 then
+  refunded = true
+  local kept = max(0, count - amount)
+  if clock then redis.call('SET', key, fmt('%d:%d', kept, clock + left_ms), 'KEEPTTL')
+  else redis.call('DECRBY', key, fmt('%d', count - kept)) end
 end`;
 
 export const fixedWindow: AlgorithmImpl = {
-  tag: 'fw',
+  tag: 'fwc',
   evaluate: evaluateFixedWindow,
-  lua: { kind: 'value', decode: (raw) => decodeInts(raw, 2), decide, refund },
+  lua: { kind: 'counter', decide, refund },
 };

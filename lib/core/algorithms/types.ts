@@ -74,10 +74,10 @@ export interface AlgorithmImpl {
  * algorithm's code. Its `kind` says how the state is stored, hence what the scripts do
  * around the algorithm's Lua and how RedisStore reads their reply.
  */
-export type LuaForm = ValueForm | DebtForm | LeasesForm;
+export type LuaForm = ValueForm | DebtForm | CounterForm | LeasesForm;
 
 /**
- * State in the key's value, one string (the windows). The consume script reads the value
+ * State in the key's value, one string (the sliding window and the sliding log). The consume script reads the value
  * and the server clock (`TIME`), calls `decide`, replies the value as it stood and `now`
  * (which `decode` turns into the state `evaluate` reads), and writes the new value with its
  * TTL once every policy admits. The refund script calls `refund` and rewrites the value
@@ -113,6 +113,18 @@ interface ValueForm {
  */
 interface DebtForm {
   readonly kind: 'debt';
+  readonly decide: string;
+  readonly refund: string;
+}
+
+/**
+ * A count in the key's value and the window's end in the key's **expiry** (the fixed window,
+ * `fixed-window.ts`). Pasted inline as the debt is, reading and setting the locals of the
+ * consume and refund scripts that `fixed-window.ts` lists. The consume script replies the
+ * count and the ms left of the window, a state read at time 0.
+ */
+interface CounterForm {
+  readonly kind: 'counter';
   readonly decide: string;
   readonly refund: string;
 }

@@ -34,14 +34,15 @@ export interface Spending {
 
 /**
  * The mark of a state a request wrote (see {@link StoreRefund.mark}); for token bucket and
- * GCRA, `[tatMs, ticks]` read at `offsetMs` (0 when the TAT is absolute).
+ * GCRA, `[tatMs, ticks]`, and for the fixed window `[count, windowEndMs]`, read at `offsetMs`
+ * (0 when the time is absolute).
  */
 function markOf(algorithm: PolicyAlgorithm, written: State, offsetMs = 0): number {
   // A switch the compiler checks whole: a new algorithm fails to build here until it says
   // what its mark is, instead of falling into another's arithmetic.
   switch (algorithm) {
     case 'fixed-window':
-      return written[1]!;
+      return offsetMs + written[1]!;
     case 'sliding-window':
       return written[0]!;
     case 'sliding-log':
@@ -64,8 +65,8 @@ function unknownAlgorithm(algorithm: never): never {
 /**
  * The store's outcome of a policy spent under its own state (no exemption, override or
  * block): its numbers, and the mark a refund needs only when the caller may refund it.
- * @param offsetMs when the state was read at time 0 (a token bucket or GCRA debt from
- *   Redis), the time in ms its TAT counts from; asked only for a mark
+ * @param offsetMs when the state was read at time 0 (a token bucket or GCRA debt, a fixed
+ *   window, from Redis), the time in ms it counts from; asked only for a mark
  */
 export function spentOutcome(
   o: Outcome,

@@ -68,8 +68,9 @@ export interface StoreRefund {
   /**
    * Where the request spent: the window's end (fixed window, ms), its index (sliding), the
    * time its hits were logged at (sliding log, ms), or
-   * the TAT it left, in ms (token bucket, GCRA: on the store's clock; RedisStore, on the
-   * server clock, counts it on this process's clock, which only the elapsed time matters to).
+   * the TAT it left, in ms (token bucket, GCRA). The fixed window's end and the TAT are on the
+   * store's clock; RedisStore, on the server clock, counts them on this process's clock,
+   * which only the elapsed time matters to.
    */
   readonly mark: number;
 }

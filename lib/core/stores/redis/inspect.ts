@@ -60,6 +60,13 @@ function decodeStored(
   if (tag === 'b') return testClock ? decodeInts(value, 1) : [nowMs + ttlMs];
   const lua = LUA_BY_TAG.get(tag);
   if (lua?.kind === 'value') return lua.decode(value);
+  if (lua?.kind === 'counter') {
+    // A test clock's or an override's window: "<count>:<windowEndMs>"; else the count, the
+    // window ending with the key.
+    if (testClock || baseKeyOf(key) !== key) return decodeInts(value, 2);
+    const count = Number(value);
+    return Number.isSafeInteger(count) && ttlMs > 0 ? [count, nowMs + ttlMs] : undefined;
+  }
   if (lua?.kind !== 'debt') return undefined;
   if (testClock || baseKeyOf(key) !== key) {
     // A test clock, or an override's own state (which expires with the override):

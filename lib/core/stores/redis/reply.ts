@@ -6,7 +6,7 @@ import { MODES, type Mode } from './lua/protocol.js';
 
 // How RedisStore reads what its scripts reply (see CONSUME_SCRIPT and INSPECT_SCRIPT).
 
-/** See `CONSUME_SCRIPT`: a debt alone, or states as they stood. */
+/** See `CONSUME_SCRIPT`: one policy's state as one integer, or states as they stood. */
 export type ScriptReply = number | (number | string | null)[];
 
 /**
@@ -26,13 +26,12 @@ export function outcomesOf(
   // Token bucket and GCRA are read at time 0 (a debt): their TAT counts from now.
   const offset = clock ?? Date.now;
   if (typeof reply === 'number' && only !== undefined && only.blockMs === undefined) {
-    // The usual request: one token bucket or GCRA debt, no control, no penalty (held to the
-    // general path's outcomes by test/unit/fast-paths.test.ts).
-    const o = ALGORITHM_IMPLS[only.algorithm].evaluate(
-      [Math.floor(reply / only.limit), reply % only.limit],
-      0,
-      only,
-    );
+    // The usual request: one token bucket or GCRA debt, or one fixed window's count and ms
+    // left as one integer, no control, no penalty (held to the general path's outcomes by
+    // test/unit/fast-paths.test.ts).
+    const impl = ALGORITHM_IMPLS[only.algorithm];
+    const span = impl.lua.kind === 'counter' ? 2 * only.periodMs + 1 : only.limit;
+    const o = impl.evaluate([Math.floor(reply / span), reply % span], 0, only);
     return [spentOutcome(o, only, offset)];
   }
   const values = typeof reply === 'number' ? [reply] : reply;
@@ -46,8 +45,9 @@ export function outcomesOf(
       const state: State = [Math.floor(debt / policy.limit), debt % policy.limit];
       return { impl, params: policy, now: 0, state, debt };
     }
-    if (lua.kind === 'leases') {
-      // Leases held, and ms until the last expires: read at time 0 (see concurrency.ts).
+    if (lua.kind === 'leases' || lua.kind === 'counter') {
+      // Read at time 0: leases held and ms until the last expires (see concurrency.ts); a
+      // fixed window's count and ms left (see fixed-window.ts).
       const state: State = [values[r++] as number, values[r++] as number];
       return { impl, params: policy, now: 0, state, debt: undefined };
     }

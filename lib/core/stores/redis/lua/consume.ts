@@ -36,7 +36,11 @@ import {
  * does no arithmetic it does not need for its own decision:
  * - token bucket and GCRA: the debt, in ticks of 1/L ms (an integer; with one such policy
  *   alone, the reply is that integer rather than an array);
- * - window algorithms: the stored value (or nil) and `now` in ms;
+ * - fixed window: the count and the ms its window has left (0 and 0: none open); with one
+ *   such policy alone, without a control hash or a penalty, the reply is the integer
+ *   `count × (2 × period_ms + 1) + ms left` (the ms left are at most two periods) rather than
+ *   an array, while that is below 2^53;
+ * - sliding window and sliding log: the stored value (or nil) and `now` in ms;
  * - concurrency limits: the leases held and the ms until the last one expires;
  * - then, only when a control hash or a block applied to some policy, one string per
  *   policy: `x` when the identity is exempt (nothing spent, admitted), `L:P:C` for the
@@ -45,9 +49,10 @@ import {
  *   `<key>:o<untilMs>` (same slot), which expires no later than the override; token bucket
  *   and GCRA then keep their debt in the value, as on a test clock.
  *
- * The window algorithms read `TIME` (once per script, only when one is present) and keep
- * their state in the value; token bucket and GCRA keep a debt in the key's expiry (see
- * gcra.ts), and so read no clock.
+ * The sliding window and the sliding log read `TIME` (once per script, only when one is
+ * present) and keep their state in the value; token bucket and GCRA keep a debt in the key's
+ * expiry (see gcra.ts), the fixed window its window's end (see fixed-window.ts), and so read
+ * no clock.
  */
 const CODE_LIST = Object.entries(ALGORITHM_CODES)
   .map(([name, code]) => `${code} ${name}`)
@@ -70,7 +75,7 @@ export const CONSUME_SCRIPT = `
 -- Every call runs this whole chunk, so the path of one or two token bucket or GCRA policies
 -- without controls, penalties or leases makes no table, closure or string it does not send
 -- (bench/redis: instructions per call): numbers go to redis.call as '%d' strings (Redis would
--- print them with '%.17g'), a lone policy's debt is returned without a table, and the tables
+-- print them with '%.17g'), a lone policy's state is returned without a table, and the tables
 -- of two policies are made at their size (each growth of a Lua table rehashes it).
 local floor, ceil, fmt, argv, call = math.floor, math.ceil, string.format, ARGV, redis.call
 local mode = argv[1]
@@ -83,11 +88,11 @@ end
 local writes_penalties = commit or string.byte(mode) == ${MODES.penalties.charCodeAt(0)}
 local now = clock
 local policy_count = #KEYS
--- The reply, made only when it holds more than one lone policy's debt (lone_debt).
-local reply, lone_debt, reply_count = nil, nil, 0
+-- The reply, made only when it holds more than one lone policy's state as one integer (lone).
+local reply, lone, reply_count = nil, nil, 0
 local all_admit = true
 -- What the commit writes once every policy admits: key, value, ttl_ms, and 'e' to keep the
--- value (keep_value), 'v' to keep the expiry (keep_ttl) or false.
+-- value (keep_value), 'i' to add it (increments), 'v' to keep the expiry (keep_ttl) or false.
 local writes, write_count = nil, 0
 -- Blocks to start (key, ms, state key to delete or false); leases to take.
 local block_starts, block_start_count = nil, 0
@@ -103,9 +108,10 @@ for i = 1, policy_count do
   -- or lifts a block (compared there, so that a policy without one pays for no comparison).
   local asked = cost
   -- Set by the algorithm's branch: the new value and its TTL in ms, with keep_value when only
-  -- the expiry moves, keep_ttl when only the value does (the key already expires then);
-  -- whether its own state denies (which also clears all_admit).
-  local value, ttl_ms, keep_value, keep_ttl, denies
+  -- the expiry moves, keep_ttl when only the value does (the key already expires then),
+  -- increments when the value is to be added (INCRBY keeps the expiry); whether its own
+  -- state denies (which also clears all_admit).
+  local value, ttl_ms, keep_value, keep_ttl, increments, denies
   local override_until, control_applied
   ${CONTROL_LUA.trim().replace(/\n/g, '\n  ')}
   ${luaDispatch(branchOf, '  ')}
@@ -146,12 +152,14 @@ for i = 1, policy_count do
     if clock then keep_ttl = false end
     if policy_count == 1 then
       if keep_value then call('PEXPIRE', key, fmt('%d', ttl_ms))
+      elseif increments then call('INCRBY', key, value)
       elseif keep_ttl then call('SET', key, value, 'KEEPTTL')
       else call('PSETEX', key, fmt('%d', ttl_ms), value) end
     else
       writes = writes or { nil, nil, nil, nil, nil, nil, nil, nil }
       writes[write_count + 1], writes[write_count + 2] = key, value
-      writes[write_count + 3], writes[write_count + 4] = ttl_ms, keep_value and 'e' or keep_ttl and 'v' or false
+      writes[write_count + 3] = ttl_ms
+      writes[write_count + 4] = keep_value and 'e' or increments and 'i' or keep_ttl and 'v' or false
       write_count = write_count + 4
     end
   end
@@ -168,6 +176,7 @@ if all_admit and writes then
   for k = 1, write_count, 4 do
     local keep = writes[k + 3]
     if keep == 'e' then call('PEXPIRE', writes[k], fmt('%d', writes[k + 2]))
+    elseif keep == 'i' then call('INCRBY', writes[k], writes[k + 1])
     elseif keep then call('SET', writes[k], writes[k + 1], 'KEEPTTL')
     else call('PSETEX', writes[k], fmt('%d', writes[k + 2]), writes[k + 1]) end
   end
@@ -178,10 +187,10 @@ if all_admit and lease_takes then
   end
 end
 if effects then
-  reply = reply or { lone_debt }
+  reply = reply or { lone }
   for i = 1, policy_count do reply[reply_count + i] = effects[i] or '' end
-elseif lone_debt then
-  return lone_debt
+elseif lone then
+  return lone
 end
 return reply or {}
 `;
@@ -194,10 +203,19 @@ function branchOf(form: LuaForm): string {
   if (form.kind === 'debt') {
     return `${form.decide.trim()}
 reply_count = reply_count + 1
-if policy_count == 1 then lone_debt = debt else
+if policy_count == 1 then lone = debt else
   reply = reply or { nil, nil, nil, nil }
   reply[reply_count] = debt
 end`;
+  }
+  if (form.kind === 'counter') {
+    return `${form.decide.trim()}
+reply_count = reply_count + 2
+local span = 2 * period_ms + 1
+if policy_count == 1 and not block_ms and not effects and count < 9007199254740992 / span then
+  lone = count * span + left_ms
+elseif reply then reply[reply_count - 1], reply[reply_count] = count, left_ms
+else reply = { count, left_ms } end`;
   }
   if (form.kind === 'value') {
     return `local find, sub = string.find, string.sub

@@ -10,8 +10,8 @@ import { ALGORITHM_CODES, luaDispatch } from './protocol.js';
  * ARGV are listed at the top of its text.
  *
  * Token bucket and GCRA shrink the debt kept in the key's expiry (on a test clock, in the
- * value `"<expiryMs>:<credit>"`), deleting the key once nothing is owed; the windows
- * rewrite their count with KEEPTTL. Returns the number of policies that got something back.
+ * value `"<expiryMs>:<credit>"`), deleting the key once nothing is owed; the fixed window
+ * decrements its count, the sliding windows rewrite theirs with KEEPTTL. Returns the number of policies that got something back.
  */
 const CODE_LIST = Object.entries(ALGORITHM_CODES)
   .filter(([name]) => ALGORITHM_IMPLS[name as PolicyAlgorithm].lua.kind !== 'leases')
@@ -27,7 +27,8 @@ export const REFUND_SCRIPT = `
 --   period_ms    the period in ms
 --   amount       what to give back: token bucket and GCRA the ticks still owed (see
 --                owedTicks), the windows the cost
---   mark         where the request spent: the fixed window's end, the sliding window's index
+--   mark         where the request spent: the ms the fixed window had left when the refund was
+--                sent, the sliding window's index, the time in ms of the sliding log's hits
 local floor, ceil, fmt, max, find, sub = math.floor, math.ceil, string.format, math.max, string.find, string.sub
 local clock = tonumber(ARGV[1])
 local given = 0
@@ -44,7 +45,7 @@ return given
 
 /** The branch of an algorithm's code in REFUND_SCRIPT, around its own Lua (see `LuaForm`). */
 function branchOf(form: LuaForm): string | undefined {
-  if (form.kind === 'debt') return form.refund;
+  if (form.kind === 'debt' || form.kind === 'counter') return form.refund;
   if (form.kind === 'leases') return undefined;
   return `${form.refund.trim()}
 local value = refund(redis.call('GET', key), mark, amount)
