@@ -245,6 +245,64 @@ describe('admission by priority', () => {
     expect(episodes.map((e) => e.episode.signal)).toEqual(['turn_budget']);
   });
 
+  // The overload bench's cost figure on Express (GET /hi at 1500 req/s, 64 connections): a
+  // cold or crowded app's loop was busy for a few windows, its turns held 30 to 60 calls, and
+  // the turn's budget shed the normal ones past 10 ms: 1,007 of 13,500, and shedding kept the
+  // loop busy (85 % of the calls shed for 3.5 s in one run), for a shed call's 503 costs the
+  // loop more than the trivial answer it refuses (measured: 0.67 ms against 0.26).
+  it("sheds by the turn's budget only while a shed call costs the turn less than half an admitted one", () => {
+    const { protection, clock } = fixed(100, { maxTurnMs: 5 });
+    /** One turn of `calls` normal calls; an admitted one costs `admittedMs`, a shed one `shedMs`. */
+    const turn = (calls: number, admittedMs: number, shedMs: number) => {
+      const shed: number[] = [];
+      for (let i = 0; i < calls; i++) {
+        const t = protection.acquire('normal') as Ticket | undefined;
+        if (t === undefined) {
+          shed.push(i);
+          clock.work(shedMs);
+        } else {
+          clock.work(admittedMs);
+          t.end();
+        }
+      }
+      clock.advance(0);
+      // Every window saw the loop busy with calls: the budget applies throughout.
+      protection.update(0, 1);
+      return shed;
+    };
+    for (let i = 0; i < 2; i++) {
+      (protection.acquire('critical') as Ticket).drop();
+      protection.update(0, 1);
+    }
+    clock.advance(0);
+    // Past 10 ms (twice the budget) the normal calls are shed, until four shed calls have
+    // shown what a shed costs: more than half an admitted call. None after that.
+    expect(turn(60, 0.26, 0.67)).toEqual([39, 40, 41, 42]);
+    for (let i = 0; i < 20; i++) expect(turn(60, 0.26, 0.67)).toEqual([]);
+    // A heavier handler (2 ms) makes a shed worth it again, once the admitted calls' mean
+    // has grown past twice a shed's cost (16 calls at α = 1/16): the budget bounds the turn.
+    expect(turn(12, 2, 0.67)).toEqual([]);
+    expect(turn(12, 2, 0.67)).toEqual([6, 7, 8, 9, 10, 11]);
+    // Where a shed call is cheap (a 2 ms handler's 0.1 ms 503), it sheds from the start.
+    const cheap = fixed(100, { maxTurnMs: 5 });
+    (cheap.protection.acquire('critical') as Ticket).drop();
+    cheap.protection.update(0, 1);
+    (cheap.protection.acquire('critical') as Ticket).drop();
+    cheap.protection.update(0, 1);
+    const shedAt: number[] = [];
+    for (let i = 0; i < 12; i++) {
+      const t = cheap.protection.acquire('normal') as Ticket | undefined;
+      if (t === undefined) {
+        shedAt.push(i);
+        cheap.clock.work(0.1);
+      } else {
+        cheap.clock.work(2);
+        t.end();
+      }
+    }
+    expect(shedAt).toEqual([6, 7, 8, 9, 10, 11]);
+  });
+
   it('says which signal shed the first call of an episode: the limit, the event loop delay', () => {
     const atLimit = fixed(1);
     admitted(atLimit.protection.acquire('normal'));

@@ -4,6 +4,8 @@ import type { PoolSettings } from './options.js';
 import type { LoopTurn } from './turn.js';
 import { rankOf, type Priority } from './types.js';
 
+const isThenable = (value: unknown): value is Promise<unknown> => value instanceof Promise;
+
 /**
  * The event loop's utilisation over a window (the share of it the loop spent running
  * callbacks, `performance.eventLoopUtilization`) above which the window counts as busy; after
@@ -67,7 +69,8 @@ type Queues = [Waiter[], Waiter[], Waiter[]];
  * (0 below `maxEventLoopDelayMs`, 1 above it, 2 above twice it, 3 above four times it), and
  * how long its current turn has been busy when
  * the call is seen ({@link LoopTurn}: 0 up to `maxTurnMs`, 1 above it, 2 above twice it, 3
- * above four times it); both only while the loop is busy: its utilisation above
+ * above four times it; only while a shed call costs the turn at most half what an admitted
+ * one does, {@link LoopTurn.shedPays}); both only while the loop is busy: its utilisation above
  * {@link BUSY_UTILIZATION} in each of the last {@link BUSY_WINDOWS} windows, each of which
  * saw a call (or, when not measured, the delay alone). So the burst of an idle process is never shed by them:
  *
@@ -126,17 +129,33 @@ export class AdmissionPool {
    * when it waits in the queue.
    */
   acquire(priority: Priority): Ticket | undefined | Promise<Ticket | undefined> {
+    this.called = true;
+    const turn = this.turn;
+    if (turn === undefined) return this.decide(priority, 0);
+    // Read for every call, critical included, so the turn is timed from its first call.
+    const outcome = this.decide(priority, turn.busyMs());
+    turn.settled(outcome === undefined ? true : isThenable(outcome) ? undefined : false);
+    return outcome;
+  }
+
+  private decide(
+    priority: Priority,
+    busy: number,
+  ): Ticket | undefined | Promise<Ticket | undefined> {
     const rank = rankOf(priority);
     const limit = this.limiter.limit;
-    this.called = true;
-    // Read for every call, critical included, so the turn is timed from its first call.
-    const busy = this.turn?.busyMs() ?? 0;
     if (rank === 3) {
       if (this.total < Math.ceil(this.settings.criticalCap * limit)) return this.admit(priority);
       return this.shed(priority, 'limit');
     }
     if (this.level > rank) return this.shed(priority, 'event_loop_delay');
-    if (this.busy && turnLevel(busy, this.settings.maxTurnMs) > rank) {
+    // Only where a shed call costs the turn less than the call it refuses: else shedding
+    // shortens no turn (a trivial handler's 503 costs the loop more than its answer).
+    if (
+      this.busy &&
+      turnLevel(busy, this.settings.maxTurnMs) > rank &&
+      this.turn?.shedPays() !== false
+    ) {
       return this.shed(priority, 'turn_budget');
     }
     if (this.total < limit && !this.waitingAtOrAbove(rank)) return this.admit(priority);
