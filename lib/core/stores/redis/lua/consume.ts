@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import type { LuaForm } from '../../../algorithms/types.js';
 import { CONTROL_LUA } from './control.js';
 import { LEASE_LUA } from './lease.js';
+import { lonePath, WRITE_ONE_LUA } from './lone.js';
 import {
   ALGORITHM_CODES,
   BLOCK_LETTERS,
@@ -78,6 +79,7 @@ export const CONSUME_SCRIPT = `
 -- print them with '%.17g'), a lone policy's state is returned without a table, and the tables
 -- of two policies are made at their size (each growth of a Lua table rehashes it).
 local floor, ceil, fmt, argv, call = math.floor, math.ceil, string.format, ARGV, redis.call
+${lonePath().trim()}
 local mode = argv[1]
 local commit, clock = mode == '${MODES.commit}', nil
 if not commit and mode ~= '${MODES.decide}' then
@@ -147,14 +149,10 @@ for i = 1, policy_count do
   if override_until and ttl_ms and ttl_ms > override_until - now then ttl_ms = override_until - now end
   if ttl_ms and commit then
     -- One policy alone decides the request; with several, write only once all admit.
-    -- KEEPTTL and PSETEX: Redis parses no expiry option (SET ... PX costs 40% and 8% more).
     -- A test clock is not the clock of the key's expiry: there the expiry moves with the value.
     if clock then keep_ttl = false end
     if policy_count == 1 then
-      if keep_value then call('PEXPIRE', key, fmt('%d', ttl_ms))
-      elseif increments then call('INCRBY', key, value)
-      elseif keep_ttl then call('SET', key, value, 'KEEPTTL')
-      else call('PSETEX', key, fmt('%d', ttl_ms), value) end
+      ${WRITE_ONE_LUA.trim().replace(/\n/g, '\n      ')}
     else
       writes = writes or { nil, nil, nil, nil, nil, nil, nil, nil }
       writes[write_count + 1], writes[write_count + 2] = key, value

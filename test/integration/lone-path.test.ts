@@ -1,0 +1,94 @@
+/**
+ * The consume script's lone path (lua/lone.ts: one token bucket, GCRA or fixed window policy
+ * on the server clock, with its code alone) decides as its general loop does. The same
+ * request goes both ways: code `4` takes the lone path, code `14` with capacity = limit and
+ * cost 1 (the same policy, spelled in full) takes the loop. Twin keys get the same state,
+ * then both scripts run, and their keys are read, in one MULTI between two `TIME`s: where all
+ * of it ran in one ms, the replies, the values written and the expiries left must be equal
+ * exactly.
+ */
+import { afterAll, describe, expect, it } from '@jest/globals';
+import { CONSUME_SCRIPT } from '../../lib/core/stores/redis/lua/consume.js';
+import {
+  ALGORITHM_CODES,
+  WITH_CAPACITY_AND_COST,
+} from '../../lib/core/stores/redis/lua/protocol.js';
+import { newRedis } from '../harness/redis.js';
+
+/** A small deterministic generator (mulberry32): the same sequence on every run. */
+function random(seed: number): () => number {
+  let a = seed;
+  return () => {
+    a = (a + 0x6d2b79f5) | 0;
+    let t = Math.imul(a ^ (a >>> 15), 1 | a);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+const ms = (time: readonly (string | number)[]) =>
+  Number(time[0]) * 1000 + Math.floor(Number(time[1]) / 1000);
+
+describe('the lone path decides as the general loop', () => {
+  const client = newRedis();
+  afterAll(() => client.quit());
+
+  it.each(['gcra', 'token-bucket', 'fixed-window'] as const)(
+    '%s: 300 random states, the same reply, value and expiry both ways',
+    async (algorithm) => {
+      const rand = random(algorithm.length);
+      const code = ALGORITHM_CODES[algorithm];
+      let exact = 0;
+      for (let i = 0; i < 300; i++) {
+        const limit = [1, 3, 7, 10, 6000][Math.floor(rand() * 5)]!;
+        const periodMs = [1000, 7000, 60_000][Math.floor(rand() * 3)]!;
+        const keys = [`lone:{${algorithm}${i}}:a`, `lone:{${algorithm}${i}}:b`];
+        // A state: none, or a value with an expiry (or without one) of up to 2.2 periods.
+        const kind = rand();
+        const value =
+          algorithm === 'fixed-window'
+            ? String(Math.floor(rand() * (limit + 3)))
+            : String(rand() < 0.5 ? 0 : Math.floor(rand() * limit));
+        // The same expiry on both keys to the ms: PXAT, not PX (two SETs may span a ms).
+        const pxat = ms(await client.time()) + 1 + Math.floor(rand() * 2.2 * periodMs);
+        const setup = client.multi();
+        for (const key of keys) {
+          setup.del(key);
+          if (kind < 0.8) setup.set(key, kind < 0.1 ? 'junk' : value, 'PXAT', pxat);
+          else if (kind < 0.85) setup.set(key, value);
+        }
+        await setup.exec();
+        const results = (await client
+          .multi()
+          .time()
+          .eval(CONSUME_SCRIPT, 1, keys[0]!, 'c', code, limit, periodMs)
+          .eval(
+            CONSUME_SCRIPT,
+            1,
+            keys[1]!,
+            'c',
+            code + WITH_CAPACITY_AND_COST,
+            limit,
+            periodMs,
+            limit,
+            1,
+          )
+          .get(keys[0]!)
+          .get(keys[1]!)
+          .pttl(keys[0]!)
+          .pttl(keys[1]!)
+          .time()
+          .exec())!.map(([error, reply]) => {
+          expect(error).toBeNull();
+          return reply;
+        });
+        const [before, lone, general, valueA, valueB, ttlA, ttlB, after] = results;
+        if (ms(before as [string, string]) !== ms(after as [string, string])) continue;
+        exact++;
+        expect([lone, valueA, ttlA]).toEqual([general, valueB, ttlB]);
+      }
+      // Most pairs run within one ms, even on a loaded machine.
+      expect(exact).toBeGreaterThan(150);
+    },
+  );
+});
