@@ -14,17 +14,7 @@ import {
   WITH_CAPACITY_AND_COST,
 } from '../../lib/core/stores/redis/lua/protocol.js';
 import { newRedis } from '../harness/redis.js';
-
-/** A small deterministic generator (mulberry32): the same sequence on every run. */
-function random(seed: number): () => number {
-  let a = seed;
-  return () => {
-    a = (a + 0x6d2b79f5) | 0;
-    let t = Math.imul(a ^ (a >>> 15), 1 | a);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { random } from '../harness/random.js';
 
 const ms = (time: readonly (string | number)[]) =>
   Number(time[0]) * 1000 + Math.floor(Number(time[1]) / 1000);

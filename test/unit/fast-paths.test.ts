@@ -16,17 +16,7 @@ import { controlKey, policyKey } from '../../lib/core/model/store-keys.js';
 import { ALGORITHM_IMPLS } from '../../lib/core/algorithms/index.js';
 import type { StorePolicy } from '../../lib/core/stores/store.js';
 import type { PolicyAlgorithm } from '../../lib/core/model/policy.js';
-
-/** A small deterministic generator (mulberry32): the same sequence on every run. */
-function random(seed: number): () => number {
-  let a = seed;
-  return () => {
-    a = (a + 0x6d2b79f5) | 0;
-    let t = Math.imul(a ^ (a >>> 15), 1 | a);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { random } from '../harness/random.js';
 
 const RATES: PolicyAlgorithm[] = ['fixed-window', 'sliding-window', 'token-bucket', 'gcra'];
 
