@@ -2,6 +2,7 @@ import { afterAll, describe, expect, it } from '@jest/globals';
 import { randomUUID } from 'node:crypto';
 import { RateLimiter, RedisStore, type Algorithm } from '../../lib/index.js';
 import { policyKey } from '../../lib/core/model/store-keys.js';
+import { FIXED_WINDOW_MARK_SLACK_MS } from '../../lib/core/stores/redis/lua/protocol.js';
 import { newRedis } from '../harness/redis.js';
 
 /**
@@ -167,24 +168,56 @@ describe('fixed-window on the server clock', () => {
     expect(await client.pttl(key)).toBeLessThanOrEqual(60_000);
   });
 
-  it('a refund gives back in the window the request spent in, never in a later one', async () => {
-    const { limiter, store, key } = setup();
+  /** The key's window end on the server clock: what a mark must be. */
+  async function windowEnd(key: string): Promise<number> {
+    const [[, time], [, left]] = (await client.multi().time().pttl(key).exec()) as [
+      [null, [string, string]],
+      [null, number],
+    ];
+    return Number(time[0]) * 1000 + Math.floor(Number(time[1]) / 1000) + left;
+  }
+
+  it('a refund gives back in the window the request spent in, found by its end on the server clock', async () => {
+    const { limiter, key } = setup();
     const { spending } = await limiter.spend([{ identity: 'u', policy }], { cost: 3 });
     expect(await client.get(key)).toBe('3');
-    expect(await limiter.refund(spending!)).toBe(1);
+    // The mark is the window's end on the server clock (the script replied its time).
+    const mark = spending!.refunds[0]!.refund.mark;
+    expect(Math.abs(mark - (await windowEnd(key)))).toBeLessThanOrEqual(FIXED_WINDOW_MARK_SLACK_MS);
+    // This process's clock plays no part: a minute forward, the window is still found.
+    const realNow = Date.now;
+    Date.now = () => realNow() + 61_000;
+    try {
+      expect(await limiter.refund(spending!)).toBe(1);
+    } finally {
+      Date.now = realNow;
+    }
     expect(await client.get(key)).toBe('0');
     // Given twice: nothing is left to give back, and the count stays at 0.
     expect(await limiter.refund(spending!)).toBe(0);
     expect(await client.get(key)).toBe('0');
-    // A request that spent in a window that ended 1 ms ago (on this process's clock), while
-    // a window opened since has 60 s left: nothing is given back to the new one.
-    await client.set(key, '5', 'PX', 60_000);
-    const late = { key, algorithm: 'fixed-window', limit: 10, periodMs: 60_000, cost: 2 } as const;
-    expect(await store.refund([{ ...late, mark: Date.now() - 1 }])).toBe(0);
-    expect(await client.get(key)).toBe('5');
-    // The same refund while that window is the one open (its end 60 s away): given back.
-    expect(await store.refund([{ ...late, mark: Date.now() + 60_000 }])).toBe(1);
+  });
+
+  it("a refund gives nothing to a window opened since, even one that ends within the old one's period", async () => {
+    // The review's input: 5/10s, spend 1, reset 200 ms later, a new window spends 3, then
+    // the refund. (The 200 ms pass as the other tests let time pass: the new window's
+    // expiry is moved 200 ms later, where a window opened then would end.)
+    const { limiter, key } = setup();
+    const short = { rate: '5/10s', algorithm: 'fixed-window' } as const;
+    const { spending } = await limiter.spend([{ identity: 'u', policy: short }]);
+    expect(await limiter.reset('u')).toBe(1);
+    expect((await limiter.consume('u', short, { cost: 3 })).allowed).toBe(true);
+    await client.pexpire(key, (await client.pttl(key)) + 200);
+    expect(await limiter.refund(spending!)).toBe(0);
     expect(await client.get(key)).toBe('3');
-    expect(await client.pttl(key)).toBeGreaterThan(59_000);
+    // The same when the key expired and a window opened after it, which ends a period or
+    // more after the first (here: deleted, reopened, its end moved a period on).
+    const again = await limiter.spend([{ identity: 'u', policy: short }]);
+    expect(await client.get(key)).toBe('4');
+    await client.del(key);
+    expect((await limiter.consume('u', short)).allowed).toBe(true);
+    await client.pexpire(key, (await client.pttl(key)) + 10_000);
+    expect(await limiter.refund(again.spending!)).toBe(0);
+    expect(await client.get(key)).toBe('1');
   });
 });

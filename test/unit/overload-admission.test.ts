@@ -303,6 +303,42 @@ describe('admission by priority', () => {
     expect(shedAt).toEqual([6, 7, 8, 9, 10, 11]);
   });
 
+  // The review's input: a cheap route's calls of one priority (high, 0.05 ms) and a dear
+  // route's of another (normal, 10 ms, one call in ten), a 503 at 0.3 ms. With one mean over
+  // every admitted call, the cheap calls made shedding look useless, the dear normal calls
+  // stopped being shed, turns grew past 20 ms, and the high calls were shed in their place.
+  it('weighs a shed call against admitted calls of the priority it would shed', () => {
+    const { protection, clock } = fixed(100, { maxTurnMs: 5 });
+    for (let i = 0; i < 2; i++) {
+      (protection.acquire('critical') as Ticket).drop();
+      protection.update(0, 1);
+    }
+    clock.advance(0);
+    const shed = { high: 0, normal: 0 };
+    const turns: number[] = [];
+    for (let n = 0; n < 60; n++) {
+      const start = clock.now();
+      for (let i = 0; i < 60; i++) {
+        const priority = i % 10 === 9 ? 'normal' : 'high';
+        const t = protection.acquire(priority) as Ticket | undefined;
+        if (t === undefined) {
+          if (n >= 10) shed[priority]++;
+          clock.work(0.3);
+        } else {
+          clock.work(priority === 'normal' ? 10 : 0.05);
+          t.end();
+        }
+      }
+      if (n >= 10) turns.push(clock.now() - start);
+      clock.advance(0);
+      protection.update(0, 1);
+    }
+    // The dear normal calls past twice the budget (all but the first of each turn) are shed;
+    // the cheap high ones never are, and no turn reaches 20 ms.
+    expect(shed).toEqual({ high: 0, normal: 250 });
+    expect(Math.max(...turns)).toBeLessThan(20);
+  });
+
   it('says which signal shed the first call of an episode: the limit, the event loop delay', () => {
     const atLimit = fixed(1);
     admitted(atLimit.protection.acquire('normal'));

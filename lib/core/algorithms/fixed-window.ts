@@ -72,28 +72,34 @@ if cost > 0 then
 end`;
 
 /**
- * Gives back in the window the request spent in: `mark` is the ms that window had left when
- * the refund was sent (see `pushRefund`), and a later window ends at least a period after it,
- * so the window found is that one while its ms left are below `mark` + half a period (clocks
- * of the app and of Redis may drift by less). Reads the refund script's locals `key`,
- * `period_ms`, `amount`, `mark` and `clock`; sets `refunded`.
+ * Gives back in the window the request spent in. `mark` is that window's end in ms on the
+ * server clock (the consume script replied the server's time, mode `m`, with the ms the
+ * window had left); the window found is that one when its end, the server's `TIME` plus the
+ * key's `PTTL` (on a test clock, the value's), is within `slack` ms of it (see
+ * FIXED_WINDOW_MARK_SLACK_MS: each reading may be off by the ms its script took). A window
+ * opened since (after the key expired, a reset, or a penalty that forgot the state) ends
+ * elsewhere. Reads the refund script's locals `key`, `amount`, `mark`, `clock` and `slack`;
+ * sets `refunded`.
  */
 const refund = `
-local count, left_ms = nil, 0
+local count, window_end = nil, nil
 local stored = redis.call('GET', key)
 if stored then
   if clock then
     local colon = find(stored, ':', 1, true)
-    local window_end = colon and tonumber(sub(stored, colon + 1))
-    if window_end then count, left_ms = tonumber(sub(stored, 1, colon - 1)), window_end - clock end
+    window_end = colon and tonumber(sub(stored, colon + 1))
+    count = colon and tonumber(sub(stored, 1, colon - 1))
   else
-    count, left_ms = tonumber(stored), redis.call('PTTL', key)
+    count = tonumber(stored)
+    local time = redis.call('TIME')
+    local left_ms = redis.call('PTTL', key)
+    if left_ms > 0 then window_end = time[1] * 1000 + floor(time[2] / 1000) + left_ms end
   end
 end
-if count and count > 0 and left_ms > 0 and left_ms < mark + period_ms / 2 then
+if count and count > 0 and window_end and window_end - mark <= slack and mark - window_end <= slack then
   refunded = true
   local kept = max(0, count - amount)
-  if clock then redis.call('SET', key, fmt('%d:%d', kept, clock + left_ms), 'KEEPTTL')
+  if clock then redis.call('SET', key, fmt('%d:%d', kept, window_end), 'KEEPTTL')
   else redis.call('DECRBY', key, fmt('%d', count - kept)) end
 end`;
 

@@ -134,7 +134,10 @@ export class AdmissionPool {
     if (turn === undefined) return this.decide(priority, 0);
     // Read for every call, critical included, so the turn is timed from its first call.
     const outcome = this.decide(priority, turn.busyMs());
-    turn.settled(outcome === undefined ? true : isThenable(outcome) ? undefined : false);
+    turn.settled(
+      outcome === undefined ? true : isThenable(outcome) ? undefined : false,
+      rankOf(priority),
+    );
     return outcome;
   }
 
@@ -154,7 +157,7 @@ export class AdmissionPool {
     if (
       this.busy &&
       turnLevel(busy, this.settings.maxTurnMs) > rank &&
-      this.turn?.shedPays() !== false
+      this.turn?.shedPays(rank) !== false
     ) {
       return this.shed(priority, 'turn_budget');
     }

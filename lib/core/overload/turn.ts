@@ -37,8 +37,14 @@ export class LoopTurn {
   /** The last call of the turn: when it was seen, and whether it was shed (undefined: neither). */
   private lastAt: number | undefined;
   private lastShed: boolean | undefined;
-  /** The moving mean of the gaps after an admitted call, ms; NaN until seen. */
-  private admittedCost = NaN;
+  private lastRank = 0;
+  /**
+   * The moving mean of the gaps after an admitted call, ms, per priority's rank (see
+   * `rankOf`); NaN until seen. Per priority: a cheap route's calls of one priority must not
+   * make shedding look useless for the dear calls of another (the budget would then stop
+   * shedding those, and shed the cheap ones of a higher priority in their place).
+   */
+  private readonly admittedCost = [NaN, NaN, NaN, NaN];
   /** The least gap after a shed call, ms, and how many were seen. */
   private shedCost = Infinity;
   private shedGaps = 0;
@@ -64,7 +70,9 @@ export class LoopTurn {
       if (this.lastShed) {
         this.shedCost = Math.min(this.shedCost, gap);
         this.shedGaps++;
-      } else this.admittedCost = mean(this.admittedCost, gap);
+      } else {
+        this.admittedCost[this.lastRank] = mean(this.admittedCost[this.lastRank]!, gap);
+      }
     }
     this.lastAt = now;
     this.lastShed = undefined;
@@ -73,22 +81,24 @@ export class LoopTurn {
 
   /**
    * How the call just timed by {@link LoopTurn.busyMs} went: `true` shed, `false` admitted,
-   * undefined neither (it waits in a queue).
+   * undefined neither (it waits in a queue); `rank` its priority's (see `rankOf`).
    */
-  settled(shed: boolean | undefined): void {
+  settled(shed: boolean | undefined, rank: number): void {
     this.lastShed = shed;
+    this.lastRank = rank;
   }
 
   /**
-   * Whether a shed call costs the turn at most {@link SHED_SAVING} of an admitted one (the
-   * least gap after a shed call against the mean after an admitted one); true until
-   * {@link SHED_SAMPLES} shed calls and an admitted one have been seen (the first calls
-   * shed teach what a shed costs). Once false, it is true again when the admitted calls
-   * grow dearer (a heavier handler).
+   * Whether a shed call costs the turn at most {@link SHED_SAVING} of an admitted one of the
+   * priority of `rank` (the least gap after a shed call against the mean after an admitted
+   * one of that priority); true until {@link SHED_SAMPLES} shed calls and an admitted one of
+   * that priority have been seen (the first calls shed teach what a shed costs). Once false,
+   * it is true again when those admitted calls grow dearer (a heavier handler).
    */
-  shedPays(): boolean {
-    if (this.shedGaps < SHED_SAMPLES || Number.isNaN(this.admittedCost)) return true;
-    return this.shedCost <= SHED_SAVING * this.admittedCost;
+  shedPays(rank: number): boolean {
+    const admitted = this.admittedCost[rank]!;
+    if (this.shedGaps < SHED_SAMPLES || Number.isNaN(admitted)) return true;
+    return this.shedCost <= SHED_SAVING * admitted;
   }
 }
 

@@ -20,7 +20,7 @@ import { ClientReadiness } from './readiness.js';
 import type { RedisStoreOptions } from './options.js';
 import { outcomesOf, type ScriptReply } from './reply.js';
 import { CONSUME_SCRIPT, CONSUME_SHA } from './lua/consume.js';
-import { MODES, pushPolicy, pushRefund, type Mode } from './lua/protocol.js';
+import { commitMode, MODES, pushPolicy, pushRefund, type Mode } from './lua/protocol.js';
 import type {
   ControlChange,
   ControlSnapshot,
@@ -104,7 +104,7 @@ export class RedisStore implements RateLimitStore {
 
   consume(policies: readonly StorePolicy[]): Promise<StoreOutcome[]> {
     const groups = this.client.isCluster ? groupByHashTag(policies) : [];
-    if (groups.length <= 1) return this.consumeOne(policies, MODES.commit);
+    if (groups.length <= 1) return this.consumeOne(policies, commitMode(policies));
     return this.consumeAcross(policies, groups);
   }
 
@@ -120,10 +120,8 @@ export class RedisStore implements RateLimitStore {
     const run = async (commit: boolean) => {
       const outcomes: StoreOutcome[] = new Array(policies.length);
       for (const group of groups) {
-        const result = await this.consumeOne(
-          group.map((i) => policies[i]!),
-          commit ? MODES.commit : MODES.decide,
-        );
+        const members = group.map((i) => policies[i]!);
+        const result = await this.consumeOne(members, commit ? commitMode(members) : MODES.decide);
         group.forEach((i, k) => (outcomes[i] = result[k]!));
       }
       return outcomes;

@@ -6,7 +6,10 @@ import { MODES, type Mode } from './lua/protocol.js';
 
 // How RedisStore reads what its scripts reply (see CONSUME_SCRIPT and INSPECT_SCRIPT).
 
-/** See `CONSUME_SCRIPT`: one policy's state as one integer, or states as they stood. */
+/**
+ * See `CONSUME_SCRIPT`: one policy's state as one integer, or states as they stood (in mode
+ * `m`, then the server's time in ms).
+ */
 export type ScriptReply = number | (number | string | null)[];
 
 /**
@@ -25,6 +28,18 @@ export function outcomesOf(
   const only = policies.length === 1 ? policies[0]! : undefined;
   // Token bucket and GCRA are read at time 0 (a debt): their TAT counts from now.
   const offset = clock ?? Date.now;
+  // A fixed window is read at time 0 too; a refund finds its window by its end on the server
+  // clock, which the script replies last in mode `m` (see FIXED_WINDOW_MARK_SLACK_MS).
+  let serverNow: number | undefined;
+  if (mode === MODES.marked && Array.isArray(reply)) {
+    serverNow = reply[reply.length - 1] as number;
+    const rest = reply.slice(0, -1);
+    reply = rest.length === 1 && typeof rest[0] === 'number' ? rest[0] : rest;
+  }
+  const offsetOf = (policy: StorePolicy) =>
+    serverNow !== undefined && ALGORITHM_IMPLS[policy.algorithm].lua.kind === 'counter'
+      ? () => serverNow!
+      : offset;
   if (typeof reply === 'number' && only !== undefined && only.blockMs === undefined) {
     // The usual request: one token bucket or GCRA debt, or one fixed window's count and ms
     // left as one integer, no control, no penalty (held to the general path's outcomes by
@@ -32,7 +47,7 @@ export function outcomesOf(
     const impl = ALGORITHM_IMPLS[only.algorithm];
     const span = impl.lua.kind === 'counter' ? 2 * only.periodMs + 1 : only.limit;
     const o = impl.evaluate([Math.floor(reply / span), reply % span], 0, only);
-    return [spentOutcome(o, only, offset)];
+    return [spentOutcome(o, only, offsetOf(only))];
   }
   const values = typeof reply === 'number' ? [reply] : reply;
   let r = 0;
@@ -82,7 +97,7 @@ export function outcomesOf(
       return { ...blockedOutcome(o, policy.blockMs!, policy.blockResets), blocked: true };
     }
     // A mark only for a spending the caller may refund (RateLimiter.spend): others pay nothing.
-    if (effect === '') return spentOutcome(o, policy, offset);
+    if (effect === '') return spentOutcome(o, policy, offsetOf(policy));
     if (effect === 'x') return { ...outcome, exempt: true };
     const { limit, periodMs } = controlled[i]!.params;
     return { ...outcome, override: { limit, periodMs } };

@@ -48,7 +48,9 @@ import {
  *   limit, periodMs and capacity of an override in force, `b<ms>` for a block in force with
  *   its ms left, or '' for none. Under an override, every algorithm keeps its state in
  *   `<key>:o<untilMs>` (same slot), which expires no later than the override; token bucket
- *   and GCRA then keep their debt in the value, as on a test clock.
+ *   and GCRA then keep their debt in the value, as on a test clock;
+ * - last, in mode `m` only, the server's time in ms (a reply that would be one integer is then
+ *   an array of it and the time).
  *
  * The sliding window and the sliding log read `TIME` (once per script, only when one is
  * present) and keep their state in the value; token bucket and GCRA keep a debt in the key's
@@ -62,7 +64,8 @@ const CODE_LIST = Object.entries(ALGORITHM_CODES)
 export const CONSUME_SCRIPT = `
 -- KEYS[i]        policy i's state key; all keys of a call share one hash tag, hence one slot
 -- ARGV[1]        mode: '${MODES.commit}' decide and commit an admitted request, '${MODES.decide}' decide only,
---                '${MODES.penalties}' decide and write only penalties; with a test clock, its ms follow ('${MODES.commit}1700000000000')
+--                '${MODES.penalties}' decide and write only penalties, '${MODES.marked}' as '${MODES.commit}' and reply the time in ms
+--                last; with a test clock, its ms follow ('${MODES.commit}1700000000000')
 -- then per policy, in KEYS order:
 --   code         the algorithm: ${CODE_LIST}
 --                negated: also read the identity's control hash; + ${WITH_CAPACITY_AND_COST}: capacity and cost follow;
@@ -81,9 +84,11 @@ export const CONSUME_SCRIPT = `
 local floor, ceil, fmt, argv, call = math.floor, math.ceil, string.format, ARGV, redis.call
 ${lonePath().trim()}
 local mode = argv[1]
-local commit, clock = mode == '${MODES.commit}', nil
+local commit, clock, with_time = mode == '${MODES.commit}', nil, false
 if not commit and mode ~= '${MODES.decide}' then
-  commit = string.byte(mode) == ${MODES.commit.charCodeAt(0)}
+  local first = string.byte(mode)
+  with_time = first == ${MODES.marked.charCodeAt(0)}
+  commit = with_time or first == ${MODES.commit.charCodeAt(0)}
   clock = tonumber(string.sub(mode, 2))
 end
 -- Penalties are written on commit, and in the mode that writes only them.
@@ -184,11 +189,23 @@ if all_admit and lease_takes then
     lease_take(lease_takes[k], now, lease_takes[k + 1], lease_takes[k + 2], lease_takes[k + 3])
   end
 end
+local length = reply_count
 if effects then
   reply = reply or { lone }
   for i = 1, policy_count do reply[reply_count + i] = effects[i] or '' end
+  length = reply_count + policy_count
 elseif lone then
-  return lone
+  if not with_time then return lone end
+  reply, length = { lone }, 1
+end
+if with_time then
+  -- The mark of a fixed window on the server clock (see FIXED_WINDOW_MARK_SLACK_MS).
+  if not now then
+    local time = call('TIME')
+    now = time[1] * 1000 + floor(time[2] / 1000)
+  end
+  reply = reply or {}
+  reply[length + 1] = now
 end
 return reply or {}
 `;

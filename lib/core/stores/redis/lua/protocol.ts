@@ -47,10 +47,31 @@ export const BLOCK_LETTERS = ['b', 'B', 'r', 'R'] as const;
 /**
  * The consume script's mode, ARGV[1]: `c` decides and commits an admitted request, `d` only
  * decides (writes nothing), `b` decides and writes only penalties (a denial decided on
- * Cluster). Tests append their clock in ms: `c<now>`.
+ * Cluster), `m` commits as `c` does and replies the server's time in ms last, for the mark
+ * of a fixed window the request may refund (its end, on the server clock: see
+ * {@link FIXED_WINDOW_MARK_SLACK_MS}). Tests append their clock in ms: `c<now>`.
  */
-export const MODES = { commit: 'c', decide: 'd', penalties: 'b' } as const;
+export const MODES = { commit: 'c', decide: 'd', penalties: 'b', marked: 'm' } as const;
+
+/**
+ * How far, in ms, a fixed window's end read by a refund (the server's `TIME` plus the key's
+ * `PTTL`) may be from the request's mark (its end read the same way when it spent) and still
+ * be that window: each reading may be off by the ms its script took between the two. Another
+ * window of the same key ends that close only if it opened within that many ms of the first.
+ */
+export const FIXED_WINDOW_MARK_SLACK_MS = 10;
 export type Mode = (typeof MODES)[keyof typeof MODES];
+
+/**
+ * The consume script's mode for committing `policies`: {@link MODES.marked} when the caller may
+ * refund a fixed window among them (its mark is its end on the server clock), else
+ * {@link MODES.commit}.
+ */
+export function commitMode(policies: readonly StorePolicy[]): Mode {
+  return policies.some((p) => p.refundable && ALGORITHM_IMPLS[p.algorithm].lua.kind === 'counter')
+    ? MODES.marked
+    : MODES.commit;
+}
 
 /**
  * Appends one policy's ARGV entries for the consume script: its code (as a string with a
@@ -89,14 +110,10 @@ export function pushRefund(
   now: number | undefined,
 ): boolean {
   // A debt gives back what is still owed, in ticks (see owedTicks); a value its cost.
-  const { kind } = ALGORITHM_IMPLS[r.algorithm].lua;
-  const at = now ?? Date.now();
-  const amount = kind === 'debt' ? owedTicks(r, at) : r.cost;
+  const debt = ALGORITHM_IMPLS[r.algorithm].lua.kind === 'debt';
+  const amount = debt ? owedTicks(r, now ?? Date.now()) : r.cost;
   if (amount === 0) return false;
-  // A fixed window's end is in the key's expiry, on the server's clock: its mark goes as the
-  // ms the window has left on ours (see fixed-window.ts).
-  const mark = kind === 'counter' ? r.mark - at : r.mark;
-  args.push(ALGORITHM_CODES[r.algorithm], r.limit, r.periodMs, amount, mark);
+  args.push(ALGORITHM_CODES[r.algorithm], r.limit, r.periodMs, amount, r.mark);
   return true;
 }
 

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { ALGORITHM_IMPLS } from '../../../algorithms/index.js';
 import type { LuaForm, PolicyAlgorithm } from '../../../algorithms/types.js';
-import { ALGORITHM_CODES, luaDispatch } from './protocol.js';
+import { ALGORITHM_CODES, FIXED_WINDOW_MARK_SLACK_MS, luaDispatch } from './protocol.js';
 
 /**
  * Gives back what one request spent under its policies, in one atomic call (the Lua of
@@ -27,9 +27,10 @@ export const REFUND_SCRIPT = `
 --   period_ms    the period in ms
 --   amount       what to give back: token bucket and GCRA the ticks still owed (see
 --                owedTicks), the windows the cost
---   mark         where the request spent: the ms the fixed window had left when the refund was
---                sent, the sliding window's index, the time in ms of the sliding log's hits
+--   mark         where the request spent: the fixed window's end in ms (on the server clock),
+--                the sliding window's index, the time in ms of the sliding log's hits
 local floor, ceil, fmt, max, find, sub = math.floor, math.ceil, string.format, math.max, string.find, string.sub
+local slack = ${FIXED_WINDOW_MARK_SLACK_MS}
 local clock = tonumber(ARGV[1])
 local given = 0
 for i = 1, #KEYS do
