@@ -1,8 +1,8 @@
 /**
  * The commands the Redis guide lists for an ACL user of least privilege ("The commands the
- * scripts run") are all the store needs: a user granted exactly those, and nothing else,
- * runs every algorithm, a penalty, a refund, a concurrency limit, an override, an exemption,
- * `inspect` and `reset` without a NOPERM. (The consume script wrote with `PSETEX` for a while
+ * scripts run") are all the store needs: a user granted exactly those, and nothing else, and
+ * the keys of its prefix (`~acl:*`), runs every algorithm, a penalty, a refund, a concurrency
+ * limit, an override, an exemption, `inspect` and `reset` without a NOPERM. (The consume script wrote with `PSETEX` for a while
  * before the guide said so: such a user's every request failed, and fail-open admitted it.)
  */
 import 'reflect-metadata';
@@ -42,7 +42,7 @@ describe('an ACL user granted only the commands the Redis guide lists', () => {
       name,
       'on',
       '>secret',
-      '~*',
+      '~acl:*',
       'resetchannels',
       '-@all',
       ...commands.map((c) => `+${c.toLowerCase()}`),

@@ -72,34 +72,30 @@ if cost > 0 then
 end`;
 
 /**
- * Gives back in the window the request spent in. `mark` is that window's end in ms on the
- * server clock (the consume script replied the server's time, mode `m`, with the ms the
- * window had left); the window found is that one when its end, the server's `TIME` plus the
- * key's `PTTL` (on a test clock, the value's), is within `slack` ms of it (see
- * FIXED_WINDOW_MARK_SLACK_MS: each reading may be off by the ms its script took). A window
- * opened since (after the key expired, a reset, or a penalty that forgot the state) ends
- * elsewhere. Reads the refund script's locals `key`, `amount`, `mark`, `clock` and `slack`;
- * sets `refunded`.
+ * Gives back in the window the request spent in: the one whose end (its key's expiry, or on a
+ * test clock the value's) is the request's `mark`, its end when it spent (the consume script
+ * replied it in mode `m`); a window opened since ends elsewhere (see `WINDOW_END_LUA`, which
+ * defines `window_end` and, on a Redis without `PEXPIRETIME`, the `slack` of its reading).
+ * Reads the refund script's locals `key`, `amount`, `mark`, `clock` and `slack`; sets
+ * `refunded`.
  */
 const refund = `
-local count, window_end = nil, nil
+local count, at, exact = nil, -1, true
 local stored = redis.call('GET', key)
 if stored then
   if clock then
     local colon = find(stored, ':', 1, true)
-    window_end = colon and tonumber(sub(stored, colon + 1))
+    at = colon and tonumber(sub(stored, colon + 1)) or -1
     count = colon and tonumber(sub(stored, 1, colon - 1))
   else
     count = tonumber(stored)
-    local time = redis.call('TIME')
-    local left_ms = redis.call('PTTL', key)
-    if left_ms > 0 then window_end = time[1] * 1000 + floor(time[2] / 1000) + left_ms end
+    at, exact = window_end(key)
   end
 end
-if count and count > 0 and window_end and window_end - mark <= slack and mark - window_end <= slack then
+if count and count > 0 and at > 0 and (at == mark or not exact and math.abs(at - mark) <= slack) then
   refunded = true
   local kept = max(0, count - amount)
-  if clock then redis.call('SET', key, fmt('%d:%d', kept, window_end), 'KEEPTTL')
+  if clock then redis.call('SET', key, fmt('%d:%d', kept, at), 'KEEPTTL')
   else redis.call('DECRBY', key, fmt('%d', count - kept)) end
 end`;
 

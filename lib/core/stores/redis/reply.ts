@@ -1,4 +1,4 @@
-import { ALGORITHM_IMPLS, decideAll, type State } from '../../algorithms/index.js';
+import { ALGORITHM_IMPLS, decideAll, type Outcome, type State } from '../../algorithms/index.js';
 import { blockedOutcome, startsBlock } from '../../model/penalty.js';
 import { spentOutcome } from '../../model/refund.js';
 import type { StoreOutcome, StorePolicy } from '../store.js';
@@ -29,17 +29,21 @@ export function outcomesOf(
   // Token bucket and GCRA are read at time 0 (a debt): their TAT counts from now.
   const offset = clock ?? Date.now;
   // A fixed window is read at time 0 too; a refund finds its window by its end on the server
-  // clock, which the script replies last in mode `m` (see FIXED_WINDOW_MARK_SLACK_MS).
-  let serverNow: number | undefined;
+  // clock, which the script replies last in mode `m`, one per fixed window (see
+  // WINDOW_END_LUA): its mark is that end.
+  const ends = new Map<StorePolicy, number>();
   if (mode === MODES.marked && Array.isArray(reply)) {
-    serverNow = reply[reply.length - 1] as number;
-    const rest = reply.slice(0, -1);
+    const counters = policies.filter((p) => ALGORITHM_IMPLS[p.algorithm].lua.kind === 'counter');
+    const all = reply;
+    const rest = all.slice(0, all.length - counters.length);
+    counters.forEach((p, k) => ends.set(p, all[rest.length + k] as number));
     reply = rest.length === 1 && typeof rest[0] === 'number' ? rest[0] : rest;
   }
-  const offsetOf = (policy: StorePolicy) =>
-    serverNow !== undefined && ALGORITHM_IMPLS[policy.algorithm].lua.kind === 'counter'
-      ? () => serverNow!
-      : offset;
+  // The mark is the offset plus the written state's ms left (see markOf): the end, here.
+  const offsetOf = (policy: StorePolicy, o: Outcome) => {
+    const end = ends.get(policy);
+    return end === undefined ? offset : () => end - (o.state?.[1] ?? 0);
+  };
   if (typeof reply === 'number' && only !== undefined && only.blockMs === undefined) {
     // The usual request: one token bucket or GCRA debt, or one fixed window's count and ms
     // left as one integer, no control, no penalty (held to the general path's outcomes by
@@ -47,7 +51,7 @@ export function outcomesOf(
     const impl = ALGORITHM_IMPLS[only.algorithm];
     const span = impl.lua.kind === 'counter' ? 2 * only.periodMs + 1 : only.limit;
     const o = impl.evaluate([Math.floor(reply / span), reply % span], 0, only);
-    return [spentOutcome(o, only, offsetOf(only))];
+    return [spentOutcome(o, only, offsetOf(only, o))];
   }
   const values = typeof reply === 'number' ? [reply] : reply;
   let r = 0;
@@ -97,7 +101,7 @@ export function outcomesOf(
       return { ...blockedOutcome(o, policy.blockMs!, policy.blockResets), blocked: true };
     }
     // A mark only for a spending the caller may refund (RateLimiter.spend): others pay nothing.
-    if (effect === '') return spentOutcome(o, policy, offsetOf(policy));
+    if (effect === '') return spentOutcome(o, policy, offsetOf(policy, o));
     if (effect === 'x') return { ...outcome, exempt: true };
     const { limit, periodMs } = controlled[i]!.params;
     return { ...outcome, override: { limit, periodMs } };

@@ -10,6 +10,7 @@ import {
   luaDispatch,
   MODES,
   PARSE_POLICY_LUA,
+  WINDOW_END_LUA,
   WITH_CAPACITY_AND_COST,
 } from './protocol.js';
 
@@ -49,8 +50,8 @@ import {
  *   its ms left, or '' for none. Under an override, every algorithm keeps its state in
  *   `<key>:o<untilMs>` (same slot), which expires no later than the override; token bucket
  *   and GCRA then keep their debt in the value, as on a test clock;
- * - last, in mode `m` only, the server's time in ms (a reply that would be one integer is then
- *   an array of it and the time).
+ * - last, in mode `m` only, each fixed-window policy's window end in ms, in KEYS order (a
+ *   reply that would be one integer is then an array of it and the ends).
  *
  * The sliding window and the sliding log read `TIME` (once per script, only when one is
  * present) and keep their state in the value; token bucket and GCRA keep a debt in the key's
@@ -64,8 +65,8 @@ const CODE_LIST = Object.entries(ALGORITHM_CODES)
 export const CONSUME_SCRIPT = `
 -- KEYS[i]        policy i's state key; all keys of a call share one hash tag, hence one slot
 -- ARGV[1]        mode: '${MODES.commit}' decide and commit an admitted request, '${MODES.decide}' decide only,
---                '${MODES.penalties}' decide and write only penalties, '${MODES.marked}' as '${MODES.commit}' and reply the time in ms
---                last; with a test clock, its ms follow ('${MODES.commit}1700000000000')
+--                '${MODES.penalties}' decide and write only penalties, '${MODES.marked}' as '${MODES.commit}' and reply each fixed
+--                window's end last; with a test clock, its ms follow ('${MODES.commit}1700000000000')
 -- then per policy, in KEYS order:
 --   code         the algorithm: ${CODE_LIST}
 --                negated: also read the identity's control hash; + ${WITH_CAPACITY_AND_COST}: capacity and cost follow;
@@ -106,6 +107,8 @@ local block_starts, block_start_count = nil, 0
 local lease_read, lease_take
 local lease_takes, lease_take_count = nil, 0
 local control_hashes, effects = nil, nil
+-- In mode '${MODES.marked}': per fixed-window policy, its key (or on a test clock its end).
+local marks
 -- arg: where the next policy's values start in ARGV.
 local arg = 2
 for i = 1, policy_count do
@@ -199,13 +202,13 @@ elseif lone then
   reply, length = { lone }, 1
 end
 if with_time then
-  -- The mark of a fixed window on the server clock (see FIXED_WINDOW_MARK_SLACK_MS).
-  if not now then
-    local time = call('TIME')
-    now = time[1] * 1000 + floor(time[2] / 1000)
-  end
+  ${WINDOW_END_LUA.trim().replace(/\n/g, '\n  ')}
   reply = reply or {}
-  reply[length + 1] = now
+  for k = 1, #marks do
+    local mark = marks[k]
+    if type(mark) == 'string' then mark = window_end(mark) end
+    reply[length + k] = mark
+  end
 end
 return reply or {}
 `;
@@ -225,6 +228,11 @@ end`;
   }
   if (form.kind === 'counter') {
     return `${form.decide.trim()}
+if with_time then
+  -- The window's end, read once written (see WINDOW_END_LUA): on a test clock, the value's.
+  marks = marks or {}
+  marks[#marks + 1] = window_clock and window_clock + (left_ms > 0 and left_ms or period_ms) or key
+end
 reply_count = reply_count + 2
 local span = 2 * period_ms + 1
 if policy_count == 1 and not block_ms and not effects and count < 9007199254740992 / span then

@@ -47,19 +47,34 @@ export const BLOCK_LETTERS = ['b', 'B', 'r', 'R'] as const;
 /**
  * The consume script's mode, ARGV[1]: `c` decides and commits an admitted request, `d` only
  * decides (writes nothing), `b` decides and writes only penalties (a denial decided on
- * Cluster), `m` commits as `c` does and replies the server's time in ms last, for the mark
- * of a fixed window the request may refund (its end, on the server clock: see
- * {@link FIXED_WINDOW_MARK_SLACK_MS}). Tests append their clock in ms: `c<now>`.
+ * Cluster), `m` commits as `c` does and replies last, for each fixed-window policy in KEYS
+ * order, its window's end in ms once written (the mark of a request that may be refunded:
+ * see {@link WINDOW_END_LUA}). Tests append their clock in ms: `c<now>`.
  */
 export const MODES = { commit: 'c', decide: 'd', penalties: 'b', marked: 'm' } as const;
 
 /**
- * How far, in ms, a fixed window's end read by a refund (the server's `TIME` plus the key's
- * `PTTL`) may be from the request's mark (its end read the same way when it spent) and still
- * be that window: each reading may be off by the ms its script took between the two. Another
- * window of the same key ends that close only if it opened within that many ms of the first.
+ * How far, in ms, a fixed window's end may be from a refund's mark and still be that window,
+ * on a Redis without `PEXPIRETIME` (before 7.0), where both are read as the server's `TIME`
+ * plus the key's `PTTL`: each reading may be off by a ms. With `PEXPIRETIME` they are equal.
  */
-export const FIXED_WINDOW_MARK_SLACK_MS = 10;
+export const FIXED_WINDOW_MARK_SLACK_MS = 2;
+
+/**
+ * Lua: `window_end(key)`, the ms since the epoch at which `key` expires on the server clock,
+ * and whether that is exact: `PEXPIRETIME` (Redis >= 7.0), else the server's `TIME` plus the
+ * key's `PTTL` (to {@link FIXED_WINDOW_MARK_SLACK_MS}); -1 for a key without an expiry or
+ * none. A fixed window's end is its key's expiry, which tells its windows apart: one opened
+ * since (after the key expired, a reset, or a penalty that forgot the state) ends elsewhere.
+ */
+export const WINDOW_END_LUA = `
+local function window_end(key)
+  local at = redis.pcall('PEXPIRETIME', key)
+  if type(at) == 'number' then return at, true end
+  local time, left = redis.call('TIME'), redis.call('PTTL', key)
+  if left <= 0 then return -1, false end
+  return time[1] * 1000 + math.floor(time[2] / 1000) + left, false
+end`;
 export type Mode = (typeof MODES)[keyof typeof MODES];
 
 /**

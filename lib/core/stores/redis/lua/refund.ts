@@ -1,7 +1,12 @@
 import { createHash } from 'node:crypto';
 import { ALGORITHM_IMPLS } from '../../../algorithms/index.js';
 import type { LuaForm, PolicyAlgorithm } from '../../../algorithms/types.js';
-import { ALGORITHM_CODES, FIXED_WINDOW_MARK_SLACK_MS, luaDispatch } from './protocol.js';
+import {
+  ALGORITHM_CODES,
+  FIXED_WINDOW_MARK_SLACK_MS,
+  luaDispatch,
+  WINDOW_END_LUA,
+} from './protocol.js';
 
 /**
  * Gives back what one request spent under its policies, in one atomic call (the Lua of
@@ -31,6 +36,7 @@ export const REFUND_SCRIPT = `
 --                the sliding window's index, the time in ms of the sliding log's hits
 local floor, ceil, fmt, max, find, sub = math.floor, math.ceil, string.format, math.max, string.find, string.sub
 local slack = ${FIXED_WINDOW_MARK_SLACK_MS}
+${WINDOW_END_LUA.trim()}
 local clock = tonumber(ARGV[1])
 local given = 0
 for i = 1, #KEYS do
