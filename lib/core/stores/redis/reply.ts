@@ -8,7 +8,7 @@ import { MODES, type Mode } from './lua/protocol.js';
 
 /**
  * See `CONSUME_SCRIPT`: one policy's state as one integer, or states as they stood (in mode
- * `m`, then the server's time in ms).
+ * `m`, then each fixed-window policy's window end in ms).
  */
 export type ScriptReply = number | (number | string | null)[];
 
