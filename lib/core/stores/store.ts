@@ -68,9 +68,10 @@ export interface StoreRefund {
   /**
    * Where the request spent: the window's end (fixed window, ms), its index (sliding), the
    * time its hits were logged at (sliding log, ms), or
-   * the TAT it left, in ms (token bucket, GCRA). The fixed window's end and the TAT are on the
-   * store's clock; RedisStore, on the server clock, counts them on this process's clock,
-   * which only the elapsed time matters to.
+   * the TAT it left, in ms (token bucket, GCRA), on the store's clock. RedisStore, on the
+   * server clock, gives the fixed window's end on Redis' clock (its key's expiry, which tells
+   * its windows apart) and counts the TAT on this process's clock, which only the elapsed
+   * time matters to.
    */
   readonly mark: number;
 }
