@@ -22,6 +22,13 @@ type LimitsApp = Awaited<ReturnType<typeof startLimitsApp>>;
 const CPU_BUDGET_MS = 1500;
 
 /**
+ * The same for graphql-js's own validation giving up on a document (`Validation aborted.`,
+ * no hook of ours): its CPU time, which a loaded CI machine stretched to 1.74 s, against the
+ * 14.5 to 17.1 s the analysis took before.
+ */
+const VALIDATION_CPU_BUDGET_MS = 5000;
+
+/**
  * `query Q { ...F1 }` where each of `F1`…`F{levels - 1}` spreads the next one ten times and the
  * last is `{ __typename }`: valid, and priced 1 point, but a walk that expands every spread
  * visits 10^(levels - 1) of them. 8 levels: 649 bytes; 9: 734.
@@ -157,7 +164,7 @@ describe.each(['apollo', 'mercurius'] as const)('adversarial documents on %s', (
       // document (OverlappingFieldsCanBeMerged's budget, before any hook of ours); the shape
       // limits refuse the 2,000 × 300 one (its fragments count at each of their spreads).
       const shaped = await timed(untokened, query);
-      expect(shaped.cpuMs).toBeLessThan(CPU_BUDGET_MS);
+      expect(shaped.cpuMs).toBeLessThan(s === 1000 ? VALIDATION_CPU_BUDGET_MS : CPU_BUDGET_MS);
       expect(shaped.reply.status).toBe(400);
       const refusal = shaped.reply.body.errors![0]!;
       if (s === 1000) expect(refusal.message).toBe('Validation aborted.');
@@ -194,7 +201,7 @@ describe.each(['apollo', 'mercurius'] as const)('adversarial documents on %s', (
     // (OverlappingFieldsCanBeMerged's budget), before any hook of ours.
     for (const target of [untokened, open]) {
       const { reply, cpuMs } = await timed(target, query);
-      expect(cpuMs).toBeLessThan(CPU_BUDGET_MS);
+      expect(cpuMs).toBeLessThan(VALIDATION_CPU_BUDGET_MS);
       expect(reply.status).toBe(400);
       expect(reply.body.errors![0]!.message).toBe('Validation aborted.');
     }
