@@ -234,3 +234,30 @@ describe('fixed-window on the server clock', () => {
     expect(await client.get(key)).toBe('1');
   });
 });
+
+describe('sliding-log on the server clock', () => {
+  const client = newRedis({ autoResendUnfulfilledCommands: false });
+  afterAll(() => client.quit());
+
+  it('a refund of hits that have expired gives nothing, though newer hits keep the log', async () => {
+    // The input: a hit logged 60.1 s ago (5/m: expired) and one 1 s ago; the refund of the
+    // old one took the expired entry out and counted it given (1).
+    const prefix = `sc${randomUUID().slice(0, 8)}`;
+    const limiter = new RateLimiter({ store: new RedisStore({ client }), prefix, timeoutMs: 5000 });
+    const key = policyKey(prefix, 'u', 'global', 'default', 'sl');
+    const policy = { rate: '5/m', algorithm: 'sliding-log' } as const;
+    const { spending } = await limiter.spend([{ identity: 'u', policy }]);
+    const { index, refund } = spending!.refunds[0]!;
+    const hit = Number(await client.get(key));
+    expect(refund.mark).toBe(hit);
+    const old = hit - 60_100;
+    await client.set(key, `${old}:${hit - 1000}`, 'KEEPTTL');
+    const late = { refunds: [{ index, refund: { ...refund, mark: old } }] };
+    expect(await limiter.refund(late)).toBe(0);
+    expect(await client.get(key)).toBe(`${old}:${hit - 1000}`);
+    // A hit that still counts is given back.
+    const live = { refunds: [{ index, refund: { ...refund, mark: hit - 1000 } }] };
+    expect(await limiter.refund(live)).toBe(1);
+    expect(await client.get(key)).toBe(`${old}`);
+  });
+});

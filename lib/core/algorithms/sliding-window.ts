@@ -92,10 +92,14 @@ end`;
 
 /**
  * Gives back to the window the request spent in (`mark`: its index), as the current window
- * or, once the next one has begun, as the previous one.
+ * or, once the next one has begun, as the previous one. Reads the refund script's `clock` and
+ * `period_ms`: a test clock cannot expire the key, so once it is two windows on, when that
+ * window no longer counts, nothing is given, as the memory store, which expires on that clock,
+ * gives.
  */
 const refund = `
 local function refund(stored, mark, cost)
+  if clock and clock >= (mark + 2) * period_ms then return nil end
   local a = stored and find(stored, ':', 1, true)
   if not a then return nil end
   local index, rest = tonumber(sub(stored, 1, a - 1)), sub(stored, a + 1)

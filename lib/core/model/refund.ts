@@ -102,6 +102,8 @@ export function refundedState(
     return { state: [Math.max(0, state[0]! - cost), mark], expiresAt };
   }
   if (algorithm === 'sliding-window') {
+    // Two windows on, the one spent in no longer counts, whatever its state still holds.
+    if (now >= (mark + 2) * refund.periodMs) return null;
     const [index, cur, prev] = state as [number, number, number];
     if (index === mark && cur > 0) {
       return { state: [index, Math.max(0, cur - cost), prev], expiresAt };
@@ -112,6 +114,8 @@ export function refundedState(
     return null;
   }
   if (algorithm === 'sliding-log') {
+    // The request's hits have expired (newer ones keep the log): they owe nothing.
+    if (mark + refund.periodMs <= now) return null;
     const kept = refundSlidingLog(state, mark, cost);
     return kept === undefined ? null : { state: kept, expiresAt };
   }
