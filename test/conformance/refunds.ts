@@ -76,6 +76,24 @@ export function refundSuite(makeKind: () => StoreKind): void {
     });
   });
 
+  describe('refunds of a sliding window', () => {
+    const policy = { rate: '5/m', algorithm: 'sliding-window' } as const;
+
+    it('the window spent in is given back while it counts as the previous one, not after', async () => {
+      // Spent in window m, spent again in m + 1 (which keeps m's count as the previous one):
+      // a refund in m + 1 gives back, one at (m + 2)·P gave 1 of a count that no longer counts.
+      const { clock, limiter } = setup(kind);
+      const first = await limiter.spend([{ identity: 'sw1', policy }]);
+      const second = await limiter.spend([{ identity: 'sw1', policy }]);
+      clock.now += 60_000;
+      await limiter.consume('sw1', policy);
+      expect(await limiter.refund(first.spending!)).toBe(1);
+      clock.now += 60_000;
+      expect(await limiter.refund(second.spending!)).toBe(0);
+      expect(only(await limiter.peek('sw1', policy)).remaining).toBe(4);
+    });
+  });
+
   describe('refunds of stacked policies', () => {
     const burst = { name: 'burst', rate: '3/m' } as const;
     const daily = { name: 'daily', rate: '10/d', algorithm: 'fixed-window' } as const;

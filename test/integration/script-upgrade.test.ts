@@ -50,10 +50,11 @@ const newer = (keys: readonly string[]) =>
   keys.some((key) => NEWER_TAGS.some((tag) => new RegExp(`:${tag}(:o\\d+)?$`).test(key)));
 
 /**
- * Refunds that bac346b answers otherwise on purpose, so run the current text on both: on a
- * test clock two windows or more past a sliding window's spending, when that window no longer
- * counts, it gave back 1 (its key outlives the window on Redis' own clock) where the memory
- * store gives nothing. (On the server clock the key has expired by then.)
+ * Refunds that bac346b answers otherwise on purpose, so run the current text on both: two
+ * windows or more past a sliding window's spending, when that window no longer counts, it gave
+ * back 1 (on a test clock its key outlives the window on Redis' own clock; a later spending
+ * keeps it as the previous window) where the memory store gives nothing. Only the test-clock
+ * calls are told apart: the server-clock calls here refund within the window spent in.
  */
 function changed(sha: string, keys: readonly string[], argv: readonly string[]): boolean {
   if (sha !== REFUND_SHA || argv[0] === '') return false;

@@ -84,17 +84,11 @@ end`;
  * Takes up to `cost` entries at `mark` out of the log (see {@link refundSlidingLog}), unless
  * they have expired: the key lives as long as the newest hit, or on a test clock as long as
  * Redis' own clock says, and a hit that no longer counts owes nothing. Reads the refund
- * script's `clock` and `period_ms`.
+ * script's `period_ms` and `now_ms` (see REFUND_SCRIPT).
  */
 const refund = `
 local function refund(stored, mark, cost)
-  if not stored then return nil end
-  local now = clock
-  if not now then
-    local time = redis.call('TIME')
-    now = time[1] * 1000 + floor(time[2] / 1000)
-  end
-  if mark + period_ms <= now then return nil end
+  if not stored or mark + period_ms <= now_ms() then return nil end
   local log, n, left = {}, 0, cost
   for t in string.gmatch(stored, '%d+') do
     if left > 0 and t + 0 == mark then left = left - 1

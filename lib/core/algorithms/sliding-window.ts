@@ -92,17 +92,19 @@ end`;
 
 /**
  * Gives back to the window the request spent in (`mark`: its index), as the current window
- * or, once the next one has begun, as the previous one. Reads the refund script's `clock` and
- * `period_ms`: a test clock cannot expire the key, so once it is two windows on, when that
- * window no longer counts, nothing is given, as the memory store, which expires on that clock,
- * gives.
+ * or, once the next one has begun, as the previous one; two windows on, when it no longer
+ * counts, nothing (its value may outlive it: a later spending keeps it as the previous window,
+ * and a test clock cannot expire the key). Reads the refund script's `clock`, `period_ms` and
+ * `now_ms` (see REFUND_SCRIPT).
  */
 const refund = `
 local function refund(stored, mark, cost)
-  if clock and clock >= (mark + 2) * period_ms then return nil end
   local a = stored and find(stored, ':', 1, true)
   if not a then return nil end
   local index, rest = tonumber(sub(stored, 1, a - 1)), sub(stored, a + 1)
+  if index ~= mark and index ~= mark + 1 then return nil end
+  -- On the server clock a value still at the spent window's index expires with it.
+  if (clock or index == mark + 1) and now_ms() >= (mark + 2) * period_ms then return nil end
   local b = find(rest, ':', 1, true)
   local cur, prev = tonumber(sub(rest, 1, b - 1)), tonumber(sub(rest, b + 1))
   if index == mark and cur > 0 then return fmt('%d:%d:%d', index, max(0, cur - cost), prev) end

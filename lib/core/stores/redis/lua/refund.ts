@@ -38,6 +38,12 @@ local floor, ceil, fmt, max, find, sub = math.floor, math.ceil, string.format, m
 local slack = ${FIXED_WINDOW_MARK_SLACK_MS}
 ${WINDOW_END_LUA.trim()}
 local clock = tonumber(ARGV[1])
+-- The time in ms, read only by the refunds that need it (a sliding log's, a sliding window's).
+local function now_ms()
+  if clock then return clock end
+  local time = redis.call('TIME')
+  return time[1] * 1000 + floor(time[2] / 1000)
+end
 local given = 0
 for i = 1, #KEYS do
   local arg, key = i * 5 - 3, KEYS[i]
