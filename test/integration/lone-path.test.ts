@@ -81,4 +81,31 @@ describe('the lone path decides as the general loop', () => {
       expect(exact).toBeGreaterThan(150);
     },
   );
+
+  it('a fixed window whose one integer would reach 2^53 is replied as the pair on both paths', async () => {
+    // 60,000,000 × (2 × 86,400,000 + 1) > 2^53: a day's window of a 100,000,000/d policy.
+    const code = ALGORITHM_CODES['fixed-window'];
+    const [a, b] = ['lone:{big}:a', 'lone:{big}:b'];
+    const pxat = ms(await client.time()) + 3_600_000;
+    await client.multi().set(a, '60000000', 'PXAT', pxat).set(b, '60000000', 'PXAT', pxat).exec();
+    const lone = (await client.eval(CONSUME_SCRIPT, 1, a, 'c', code, 1e8, 86_400_000)) as number[];
+    const general = (await client.eval(
+      CONSUME_SCRIPT,
+      1,
+      b,
+      'c',
+      code + WITH_CAPACITY_AND_COST,
+      1e8,
+      86_400_000,
+      1e8,
+      1,
+    )) as number[];
+    expect(lone).toHaveLength(2);
+    expect(lone[0]).toBe(60_000_000);
+    expect(lone[1]).toBeGreaterThan(3_500_000);
+    expect(lone[1]).toBeLessThanOrEqual(3_600_000);
+    expect(general[0]).toBe(60_000_000);
+    expect(Math.abs(general[1]! - lone[1]!)).toBeLessThanOrEqual(50);
+    expect([await client.get(a), await client.get(b)]).toEqual(['60000001', '60000001']);
+  });
 });

@@ -67,15 +67,18 @@ function unknownAlgorithm(algorithm: never): never {
  * block): its numbers, and the mark a refund needs only when the caller may refund it.
  * @param offsetMs when the state was read at time 0 (a token bucket or GCRA debt, a fixed
  *   window, from Redis), the time in ms it counts from; asked only for a mark
+ * @param windowEndMs a fixed window's end in ms as the store itself reads it (Redis: its key's
+ *   expiry), which is then its mark
  */
 export function spentOutcome(
   o: Outcome,
   policy: StorePolicy,
   offsetMs?: () => number,
+  windowEndMs?: number,
 ): StoreOutcome {
   const { allowed, remaining, resetMs, retryAfterMs } = o;
   if (!policy.refundable || !o.state) return { allowed, remaining, resetMs, retryAfterMs };
-  const mark = markOf(policy.algorithm, o.state, offsetMs?.());
+  const mark = windowEndMs ?? markOf(policy.algorithm, o.state, offsetMs?.());
   return { allowed, remaining, resetMs, retryAfterMs, mark };
 }
 

@@ -1,4 +1,4 @@
-import { ALGORITHM_IMPLS, decideAll, type Outcome, type State } from '../../algorithms/index.js';
+import { ALGORITHM_IMPLS, decideAll, type State } from '../../algorithms/index.js';
 import { blockedOutcome, startsBlock } from '../../model/penalty.js';
 import { spentOutcome } from '../../model/refund.js';
 import type { StoreOutcome, StorePolicy } from '../store.js';
@@ -39,11 +39,6 @@ export function outcomesOf(
     counters.forEach((p, k) => ends.set(p, all[rest.length + k] as number));
     reply = rest.length === 1 && typeof rest[0] === 'number' ? rest[0] : rest;
   }
-  // The mark is the offset plus the written state's ms left (see markOf): the end, here.
-  const offsetOf = (policy: StorePolicy, o: Outcome) => {
-    const end = ends.get(policy);
-    return end === undefined ? offset : () => end - (o.state?.[1] ?? 0);
-  };
   if (typeof reply === 'number' && only !== undefined && only.blockMs === undefined) {
     // The usual request: one token bucket or GCRA debt, or one fixed window's count and ms
     // left as one integer, no control, no penalty (held to the general path's outcomes by
@@ -51,7 +46,7 @@ export function outcomesOf(
     const impl = ALGORITHM_IMPLS[only.algorithm];
     const span = impl.lua.kind === 'counter' ? 2 * only.periodMs + 1 : only.limit;
     const o = impl.evaluate([Math.floor(reply / span), reply % span], 0, only);
-    return [spentOutcome(o, only, offsetOf(only, o))];
+    return [spentOutcome(o, only, offset, ends.get(only))];
   }
   const values = typeof reply === 'number' ? [reply] : reply;
   let r = 0;
@@ -101,7 +96,7 @@ export function outcomesOf(
       return { ...blockedOutcome(o, policy.blockMs!, policy.blockResets), blocked: true };
     }
     // A mark only for a spending the caller may refund (RateLimiter.spend): others pay nothing.
-    if (effect === '') return spentOutcome(o, policy, offsetOf(policy, o));
+    if (effect === '') return spentOutcome(o, policy, offset, ends.get(policy));
     if (effect === 'x') return { ...outcome, exempt: true };
     const { limit, periodMs } = controlled[i]!.params;
     return { ...outcome, override: { limit, periodMs } };

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import type { LuaForm } from '../../../algorithms/types.js';
 import { CONTROL_LUA } from './control.js';
 import { LEASE_LUA } from './lease.js';
-import { lonePath, WRITE_ONE_LUA } from './lone.js';
+import { lonePath, PACK_COUNTER_LUA, WRITE_ONE_LUA } from './lone.js';
 import {
   ALGORITHM_CODES,
   BLOCK_LETTERS,
@@ -234,9 +234,8 @@ if with_time then
   marks[#marks + 1] = window_clock and window_clock + (left_ms > 0 and left_ms or period_ms) or key
 end
 reply_count = reply_count + 2
-local span = 2 * period_ms + 1
-if policy_count == 1 and not block_ms and not effects and count < 9007199254740992 / span then
-  lone = count * span + left_ms
+${PACK_COUNTER_LUA.trim()}
+if policy_count == 1 and not block_ms and not effects and packed then lone = packed
 elseif reply then reply[reply_count - 1], reply[reply_count] = count, left_ms
 else reply = { count, left_ms } end`;
   }

@@ -15,6 +15,16 @@ elseif keep_ttl then call('SET', key, value, 'KEEPTTL')
 else call('PSETEX', key, fmt('%d', ttl_ms), value) end
 `;
 
+/**
+ * Lua: a fixed window's `count` and `left_ms` as the one integer a lone fixed-window policy
+ * replies, `count × (2·period_ms + 1) + left_ms` (`left_ms` is at most two periods), in
+ * `packed`; false when it would reach 2^53, where the reply is the pair.
+ */
+export const PACK_COUNTER_LUA = `
+local span = 2 * period_ms + 1
+local packed = count < 9007199254740992 / span and count * span + left_ms
+`;
+
 const form = (algorithm: 'gcra' | 'fixed-window'): LuaForm => ALGORITHM_IMPLS[algorithm].lua;
 
 function decideOf(f: LuaForm): string {
@@ -49,9 +59,8 @@ if argv[1] == '${MODES.commit}' and #KEYS == 1 then
       lone = debt
     else
       ${indent(decideOf(form('fixed-window')), '      ')}
-      local span = 2 * period_ms + 1
-      if count < 9007199254740992 / span then lone = count * span + left_ms
-      else lone = { count, left_ms } end
+      ${indent(PACK_COUNTER_LUA, '      ')}
+      lone = packed or { count, left_ms }
     end
     if ttl_ms then
       ${indent(WRITE_ONE_LUA, '      ')}
