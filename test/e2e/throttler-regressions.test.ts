@@ -92,6 +92,8 @@ describe('nestjs/throttler#1303: a flood on Redis gets no more than the limit th
   it('1,000 requests, 100 at a time, across two instances, limit 5: ours admits exactly 5; so does 6.7.1 with @nest-lab/throttler-storage-redis 1.2.0 (no longer reproduces: that storage is now one Lua script per throttler)', async () => {
     const [real, ours] = await Promise.all([scenario('real', 'flood'), scenario('ours', 'flood')]);
     expect(ours).toEqual({ admitted: 5, refused: 995, failedOpen: false });
+    // (The peer never logs rate_limit.backend_error: a failure of its storage is a 500,
+    // which the totals count.)
     expect(real).toEqual({ admitted: 5, refused: 995, failedOpen: false });
   }, 60_000);
 });

@@ -103,8 +103,8 @@ local function refund(stored, mark, cost)
   if not a then return nil end
   local index, rest = tonumber(sub(stored, 1, a - 1)), sub(stored, a + 1)
   if index ~= mark and index ~= mark + 1 then return nil end
-  -- On the server clock a value still at the spent window's index expires with it.
-  if (clock or index == mark + 1) and now_ms() >= (mark + 2) * period_ms then return nil end
+  -- Read rather than left to the key's expiry, which Redis keeps for the ms it falls on.
+  if now_ms() >= (mark + 2) * period_ms then return nil end
   local b = find(rest, ':', 1, true)
   local cur, prev = tonumber(sub(rest, 1, b - 1)), tonumber(sub(rest, b + 1))
   if index == mark and cur > 0 then return fmt('%d:%d:%d', index, max(0, cur - cost), prev) end
