@@ -15,11 +15,6 @@ export interface HeaderPolicy extends PolicyDecision {
    * continuously.
    */
   readonly capacity?: number;
-  /**
-   * Units this request spends under the policy (its `cost`), when above 1: the expiring
-   * policy is the one with the fewest requests of this cost left, not the fewest units.
-   */
-  readonly cost?: number;
 }
 
 /** ms to whole seconds, rounded up: what every header carries. */
@@ -43,13 +38,11 @@ export function shownResetS(p: HeaderPolicy): number {
 }
 
 /**
- * The most restrictive policy (the fewest requests of this request's cost left, ties: longest
- * reset), the one the headers of a single quota describe ("the service limit closest to
- * reaching its limit", draft-ietf-httpapi-ratelimit-headers-07 §3.2): a route that spends 10
- * of a `60/m` beside a `10/s` that it spends 1 of, with 10 and 6 units left, shows the `60/m`
- * (one request left), not the `10/s`. Its fields stay in its own units. They speak of requests
- * per window: an admitting concurrency limit is left out beside rates (its reset would be its
- * lease, not when a slot frees).
+ * The most restrictive policy (lowest remaining; ties: longest reset), the one the headers
+ * of a single quota describe ("the service limit closest to reaching its limit",
+ * draft-ietf-httpapi-ratelimit-headers-07 §3.2). They speak of requests per window: an
+ * admitting concurrency limit is left out beside rates (its reset would be its lease, not
+ * when a slot frees).
  */
 export function expiringPolicy(policies: readonly HeaderPolicy[]): HeaderPolicy | undefined {
   let best: HeaderPolicy | undefined;
@@ -59,7 +52,7 @@ export function expiringPolicy(policies: readonly HeaderPolicy[]): HeaderPolicy 
   for (const p of policies) if (p.quotaUnit === undefined) rates = true;
   for (const p of policies) {
     if (rates && p.quotaUnit !== undefined && p.allowed) continue;
-    const remaining = Math.floor(shownRemaining(p) / Math.max(1, p.cost ?? 1));
+    const remaining = shownRemaining(p);
     const reset = shownResetS(p);
     if (!best || remaining < bestRemaining || (remaining === bestRemaining && reset > bestReset)) {
       best = p;

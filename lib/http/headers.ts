@@ -46,8 +46,8 @@ export function retryAfterSeconds(policies: readonly PolicyDecision[]): number |
 }
 
 /**
- * Legacy headers of the most restrictive policy (fewest requests of this cost left; ties:
- * longest reset), added to `out`. An admitting concurrency limit is left out beside rates.
+ * Legacy headers of the most restrictive policy (lowest remaining; ties: longest reset),
+ * added to `out`. An admitting concurrency limit is left out beside rates.
  */
 function legacyHeaders(
   policies: readonly HeaderPolicy[],

@@ -60,7 +60,6 @@ export class OutcomeShaper {
         retryAfterMs: p.retryAfterMs,
         periodMs: p.override?.periodMs ?? policy.periodMs,
       };
-      if (entry.cost !== undefined && entry.cost > 1) header.cost = entry.cost;
       if (policy.algorithm === 'concurrency') header.quotaUnit = 'concurrent-requests';
       else if (
         !p.override &&
