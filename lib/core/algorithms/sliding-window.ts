@@ -94,8 +94,8 @@ end`;
  * Gives back to the window the request spent in (`mark`: its index), as the current window
  * or, once the next one has begun, as the previous one; two windows on, when it no longer
  * counts, nothing (its value may outlive it: a later spending keeps it as the previous window,
- * and a test clock cannot expire the key). Reads the refund script's `clock`, `period_ms` and
- * `now_ms` (see REFUND_SCRIPT).
+ * and a test clock cannot expire the key). Reads the refund script's `period_ms` and `now_ms`
+ * (see REFUND_SCRIPT).
  */
 const refund = `
 local function refund(stored, mark, cost)
