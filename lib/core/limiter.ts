@@ -1,6 +1,7 @@
 import { RateLimitBackendError, RateLimitConfigError } from './errors.js';
-import { inspectedOf, type InspectedPolicy, type InspectOptions } from './operator/inspect.js';
-import { checkPrefix, identityKeyPrefix, scopeKeyPrefix } from './model/store-keys.js';
+import type { InspectedPolicy, InspectOptions } from './operator/inspect.js';
+import { deleteIdentityKeys, inspectIdentity, operate } from './operator-calls.js';
+import { checkPrefix, identityKeyPrefix } from './model/store-keys.js';
 import {
   checkCost,
   checkScope,
@@ -89,9 +90,6 @@ export type Policies = Policy | PolicyInput | readonly (Policy | PolicyInput)[];
 export function definePolicy(input: PolicyInput, where?: string): Policy {
   return resolvePolicy(input, where);
 }
-
-/** How long `reset`, `inspect` and other operator calls may take, in ms: they may have to scan the keyspace. */
-const RESET_TIMEOUT_MS = 30_000;
 
 /**
  * The engine, usable without Nest: identity + policies -> one atomic store call -> a
@@ -273,18 +271,10 @@ export class RateLimiter {
   async reset(identity: string, scope?: string): Promise<number> {
     if (scope !== undefined) checkScope(scope);
     this.forgetDenials(identity);
-    const prefix =
-      scope === undefined
-        ? identityKeyPrefix(this.prefix, identity)
-        : scopeKeyPrefix(this.prefix, identity, scope);
-    // An operator's call, not a request's: it may scan, so it gets its own generous timeout
-    // and stays out of the circuit breaker.
     // Forgotten again once done: a request may have been refused meanwhile.
-    return boundedCall(
-      () => this.store.deleteByPrefix(prefix),
-      RESET_TIMEOUT_MS,
-      undefined,
-    ).finally(() => this.forgetDenials(identity));
+    return deleteIdentityKeys(this.store, this.prefix, identity, scope).finally(() =>
+      this.forgetDenials(identity),
+    );
   }
 
   /**
@@ -297,21 +287,8 @@ export class RateLimiter {
    * @throws {RateLimitConfigError} `ERR_RATE_LIMIT_STORE_UNSUPPORTED` when the store has no `inspect`
    * @throws {RateLimitBackendError} when the store fails or takes more than 30 s
    */
-  async inspect(identity: string, options: InspectOptions = {}): Promise<InspectedPolicy[]> {
-    const { scope } = options;
-    if (scope !== undefined) checkScope(scope);
-    const store = this.store;
-    if (typeof store.inspect !== 'function') {
-      throw new RateLimitConfigError(
-        'ERR_RATE_LIMIT_STORE_UNSUPPORTED',
-        'this rate-limit store cannot inspect: implement RateLimitStore.inspect',
-        'RateLimiter.inspect',
-      );
-    }
-    const identityPrefix = identityKeyPrefix(this.prefix, identity);
-    // The whole identity, even for one scope: its control key (overrides) is read with it.
-    const snapshot = await this.operate(() => store.inspect!(identityPrefix));
-    return inspectedOf(snapshot, identityPrefix, options);
+  inspect(identity: string, options: InspectOptions = {}): Promise<InspectedPolicy[]> {
+    return inspectIdentity(this.store, this.prefix, identity, options);
   }
 
   /**
@@ -320,7 +297,7 @@ export class RateLimiter {
    * @throws {RateLimitBackendError} when the store fails or takes longer
    */
   operate<T>(call: (store: RateLimitStore) => Promise<T>): Promise<T> {
-    return boundedCall(() => call(this.store), RESET_TIMEOUT_MS, undefined);
+    return operate(this.store, call);
   }
 
   /** {@link RateLimiter.decide}, then tells the kept releases when the store answered. */
