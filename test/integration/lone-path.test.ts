@@ -1,11 +1,12 @@
 /**
- * The consume script's lone path (lua/lone.ts: one token bucket, GCRA or fixed window policy
- * on the server clock, with its code alone) decides as its general loop does. The same
+ * The consume script's lone path (lua/lone.ts: one token bucket, GCRA, fixed window or sliding
+ * window policy on the server clock, with its code alone) decides as its general loop does. The same
  * request goes both ways: code `4` takes the lone path, code `14` with capacity = limit and
  * cost 1 (the same policy, spelled in full) takes the loop. Twin keys get the same state,
  * then both scripts run, and their keys are read, in one MULTI between two `TIME`s: where all
  * of it ran in one ms, the replies, the values written and the expiries left must be equal
- * exactly.
+ * exactly (a sliding window's replies are in two shapes, one integer and the value with
+ * `now`: RedisStore's reading of them must be).
  */
 import { afterAll, describe, expect, it } from '@jest/globals';
 import { CONSUME_SCRIPT } from '../../lib/core/stores/redis/lua/consume.js';
@@ -13,6 +14,8 @@ import {
   ALGORITHM_CODES,
   WITH_CAPACITY_AND_COST,
 } from '../../lib/core/stores/redis/lua/protocol.js';
+import { outcomesOf, type ScriptReply } from '../../lib/core/stores/redis/reply.js';
+import type { StorePolicy } from '../../lib/core/stores/store.js';
 import { newRedis } from '../harness/redis.js';
 import { random } from '../harness/random.js';
 
@@ -23,24 +26,32 @@ describe('the lone path decides as the general loop', () => {
   const client = newRedis();
   afterAll(() => client.quit());
 
-  it.each(['gcra', 'token-bucket', 'fixed-window'] as const)(
+  it.each(['gcra', 'token-bucket', 'fixed-window', 'sliding-window'] as const)(
     '%s: 300 random states, the same reply, value and expiry both ways',
     async (algorithm) => {
       const rand = random(algorithm.length);
       const code = ALGORITHM_CODES[algorithm];
       let exact = 0;
+      let packed = 0;
       for (let i = 0; i < 300; i++) {
         const limit = [1, 3, 7, 10, 6000][Math.floor(rand() * 5)]!;
         const periodMs = [1000, 7000, 60_000][Math.floor(rand() * 3)]!;
         const keys = [`lone:{${algorithm}${i}}:a`, `lone:{${algorithm}${i}}:b`];
         // A state: none, or a value with an expiry (or without one) of up to 2.2 periods.
         const kind = rand();
+        const now = ms(await client.time());
+        const count = () => Math.floor(rand() * (limit + 3));
+        // A sliding window's: the window now falls in, or one of the two before, or the next
+        // (a clock that stepped back); counts up to past the limit (a lowered one).
+        const windowIndex = Math.floor(now / periodMs) + Math.floor(rand() * 4) - 2;
         const value =
-          algorithm === 'fixed-window'
-            ? String(Math.floor(rand() * (limit + 3)))
-            : String(rand() < 0.5 ? 0 : Math.floor(rand() * limit));
+          algorithm === 'sliding-window'
+            ? `${windowIndex}:${count()}:${count()}`
+            : algorithm === 'fixed-window'
+              ? String(count())
+              : String(rand() < 0.5 ? 0 : Math.floor(rand() * limit));
         // The same expiry on both keys to the ms: PXAT, not PX (two SETs may span a ms).
-        const pxat = ms(await client.time()) + 1 + Math.floor(rand() * 2.2 * periodMs);
+        const pxat = now + 1 + Math.floor(rand() * 2.2 * periodMs);
         const setup = client.multi();
         for (const key of keys) {
           setup.del(key);
@@ -75,10 +86,27 @@ describe('the lone path decides as the general loop', () => {
         const [before, lone, general, valueA, valueB, ttlA, ttlB, after] = results;
         if (ms(before as [string, string]) !== ms(after as [string, string])) continue;
         exact++;
-        expect([lone, valueA, ttlA]).toEqual([general, valueB, ttlB]);
+        expect([valueA, ttlA]).toEqual([valueB, ttlB]);
+        if (algorithm !== 'sliding-window') {
+          expect(lone).toEqual(general);
+          continue;
+        }
+        const policy: StorePolicy = {
+          key: keys[0]!,
+          algorithm,
+          limit,
+          periodMs,
+          capacity: limit,
+          cost: 1,
+        };
+        const read = (reply: unknown) => outcomesOf([policy], reply as ScriptReply, 'c', undefined);
+        expect(read(lone)).toEqual(read(general));
+        // One integer, but where a count is past the limit or the clock stepped back.
+        if (typeof lone === 'number') packed++;
       }
       // Most pairs run within one ms, even on a loaded machine.
       expect(exact).toBeGreaterThan(150);
+      if (algorithm === 'sliding-window') expect(packed).toBeGreaterThan(exact / 4);
     },
   );
 
@@ -107,5 +135,21 @@ describe('the lone path decides as the general loop', () => {
     expect(general[0]).toBe(60_000_000);
     expect(Math.abs(general[1]! - lone[1]!)).toBeLessThanOrEqual(50);
     expect([await client.get(a), await client.get(b)]).toEqual(['60000001', '60000001']);
+  });
+
+  it('a sliding window whose one integer would reach 2^53 is replied as the value and now', async () => {
+    // (10^8 + 1)^2 × 86,400,000 > 2^53: a 100,000,000/d policy, whatever its counts.
+    const code = ALGORITHM_CODES['sliding-window'];
+    const key = 'lone:{big-sw}';
+    const day = Math.floor(ms(await client.time()) / 86_400_000);
+    await client.set(key, `${day}:60000000:5`, 'PX', 3_600_000);
+    const lone = (await client.eval(CONSUME_SCRIPT, 1, key, 'c', code, 1e8, 86_400_000)) as [
+      string,
+      number,
+    ];
+    expect(lone).toHaveLength(2);
+    expect(lone[0]).toBe(`${day}:60000000:5`);
+    expect(Math.floor(lone[1] / 86_400_000)).toBe(day);
+    expect(await client.get(key)).toBe(`${day}:60000001:5`);
   });
 });

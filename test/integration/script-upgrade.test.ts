@@ -8,6 +8,7 @@ import type { Spending } from '../../lib/core/limiter.js';
 import { ALGORITHM_IMPLS } from '../../lib/core/algorithms/index.js';
 import { CONSUME_SCRIPT, CONSUME_SHA } from '../../lib/core/stores/redis/lua/consume.js';
 import { REFUND_SCRIPT, REFUND_SHA } from '../../lib/core/stores/redis/lua/refund.js';
+import { MODES } from '../../lib/core/stores/redis/lua/protocol.js';
 import { concurrencySuite } from '../conformance/concurrency.js';
 import { penaltySuite } from '../conformance/penalties.js';
 import { refundSuite } from '../conformance/refunds.js';
@@ -50,13 +51,17 @@ const newer = (keys: readonly string[]) =>
   keys.some((key) => NEWER_TAGS.some((tag) => new RegExp(`:${tag}(:o\\d+)?$`).test(key)));
 
 /**
- * Refunds that bac346b answers otherwise on purpose, so run the current text on both: two
+ * Calls that bac346b answers otherwise on purpose, so run the current text on both. Refunds two
  * windows or more past a sliding window's spending, when that window no longer counts, it gave
  * back 1 (on a test clock its key outlives the window on Redis' own clock; a later spending
  * keeps it as the previous window) where the memory store gives nothing. Only the test-clock
  * calls are told apart: the server-clock calls here refund within the window spent in.
  */
 function changed(sha: string, keys: readonly string[], argv: readonly string[]): boolean {
+  // Mode `m`, which bac346b reads as `d` (it commits nothing): sent since for a spending that
+  // may be refunded of a fixed window, then of a sliding window or log too. Each instance
+  // sends its own script's text: an old instance never sends `m`, nor a new one the old text.
+  if (sha === CONSUME_SHA) return argv[0]!.startsWith(MODES.marked);
   if (sha !== REFUND_SHA || argv[0] === '') return false;
   const clock = Number(argv[0]);
   const sliding = new RegExp(`:${ALGORITHM_IMPLS['sliding-window'].tag}(:o\\d+)?$`);

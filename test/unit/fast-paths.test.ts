@@ -4,7 +4,8 @@
  *   path runs once any control exists, here an exemption of another identity);
  * - RedisStore's reading of the consume script's reply: a lone token bucket/GCRA debt (a
  *   number) against the same debt given as the general path's array, and a lone fixed
- *   window's count and ms left as one integer against the two.
+ *   window's count and ms left as one integer against the two, and a lone sliding window's
+ *   two counts and ms into the window as one integer against the value and `now`.
  * Random sequences with exact expectations: every outcome and every stored state equal.
  * (That the fast path is left whenever a control applies is the conformance suite's
  * overrides and exemptions on MemoryStore.)
@@ -109,6 +110,40 @@ describe('RedisStore reply: a lone fixed window as one integer reads as the gene
           outcomesOf([policy], [count, left], mode, clock),
         );
       }
+    }
+  });
+});
+
+describe('RedisStore reply: a lone sliding window as one integer reads as the general path reads it', () => {
+  it('2000 random values, times and policies, outcomes equal', () => {
+    const rand = random(44);
+    for (let i = 0; i < 2000; i++) {
+      const { refundable: _, ...policy } = policyOf(
+        rand,
+        'sliding-window',
+        `ip:198.51.100.${i % 256}`,
+      );
+      const P = policy.periodMs;
+      const now = 1_700_000_000_000 + Math.floor(rand() * 10 * P);
+      const index = Math.floor(now / P);
+      // The stored window: this one, the one before, or an older one (none of it counts);
+      // counts up to the limit (the lone path replies the value past it).
+      const stored = index - Math.floor(rand() * 3);
+      const [cur, prev] = [0, 1].map(() => Math.floor(rand() * (policy.limit + 1)));
+      const value = rand() < 0.1 ? null : `${stored}:${cur}:${prev}`;
+      // What the lone path replies (lua/lone.ts): the counts as they stand in this window.
+      const [c, p] =
+        value === null
+          ? [0, 0]
+          : stored === index
+            ? [cur!, prev!]
+            : stored === index - 1
+              ? [0, cur!]
+              : [0, 0];
+      const lone = (p * (policy.limit + 1) + c) * P + (now - index * P);
+      expect(outcomesOf([policy], lone, 'c', undefined)).toEqual(
+        outcomesOf([policy], [value, now], 'c', undefined),
+      );
     }
   });
 });

@@ -61,6 +61,7 @@ export function refundSlidingLog(state: State, mark: number, cost: number): Stat
  * The Lua of the sliding log (see `ValueForm` in types.ts): drops the expired entries and
  * compares the count as `evaluateSlidingLog` does. Entries stay strings where they are only
  * copied; `table.concat` writes the numbers of this request, integers below 2^53, in full.
+ * A function, for its early returns: its closure costs little beside the log's own work.
  */
 const decide = `
 local function decide(stored, now, limit, period_ms, cost)
@@ -78,7 +79,10 @@ local function decide(stored, now, limit, period_ms, cost)
   local hit = fmt('%d', at)
   for k = 1, cost do log[n + k] = hit end
   return true, table.concat(log, ':'), at + period_ms - now
-end`;
+end
+local admits
+admits, value, ttl_ms = decide(stored, now, limit, period_ms, cost)
+denies = not admits`;
 
 /**
  * Takes up to `cost` entries at `mark` out of the log (see {@link refundSlidingLog}), unless

@@ -56,38 +56,41 @@ const evaluateSlidingWindow: Evaluate = (state, now, { limit, periodMs: P, cost 
 };
 
 /**
- * The Lua of the sliding window (see `ValueForm` in types.ts); the estimate, multiplied by the
- * period, is compared as `evaluateSlidingWindow` compares it.
+ * The Lua of the sliding window (see `ValueForm` in types.ts), pasted inline (a closure per
+ * call would cost every request); the estimate, multiplied by the period, is compared as
+ * `evaluateSlidingWindow` compares it. Also sets `index`, `cur` and `prev`: the window `now`
+ * falls in (or the stored one, when the clock stepped back) and the two counts as they stood
+ * in it, which the lone path replies (see `lua/lone.ts`).
  */
 const decide = `
-local function decide(stored, now, limit, period_ms, cost)
-  local index = floor(now / period_ms)
-  local cur, prev, same = 0, 0, false
-  if stored then
-    -- One match for the three numbers: 7% of a decision's instructions less than finding
-    -- the colons and cutting between them.
-    local si, sc, sp = string.match(stored, '^(%d+):(%d+):(%d+)$')
-    if si then
-      local stored_index = si + 0
-      -- An index beyond the next window's was not written at this period: no state.
-      if stored_index <= index + 1 then
-        -- The clock stepped back across a window boundary: stay in the stored window.
-        if stored_index > index then index = stored_index end
-        if stored_index == index then
-          same = true
-          cur, prev = sc + 0, sp + 0
-        elseif stored_index == index - 1 then
-          prev = sc + 0
-        end
+local index = floor(now / period_ms)
+local cur, prev, same = 0, 0, false
+if stored then
+  -- One match for the three numbers: 7% of a decision's instructions less than finding
+  -- the colons and cutting between them.
+  local si, sc, sp = string.match(stored, '^(%d+):(%d+):(%d+)$')
+  if si then
+    local stored_index = si + 0
+    -- An index beyond the next window's was not written at this period: no state.
+    if stored_index <= index + 1 then
+      -- The clock stepped back across a window boundary: stay in the stored window.
+      if stored_index > index then index = stored_index end
+      if stored_index == index then
+        same = true
+        cur, prev = sc + 0, sp + 0
+      elseif stored_index == index - 1 then
+        prev = sc + 0
       end
     end
   end
-  if cost == 0 then return true end
+end
+if cost > 0 then
   if cost > limit or prev * (period_ms - now + index * period_ms) + (cur + cost) * period_ms > limit * period_ms then
-    return false
+    denies = true
+  else
+    -- In the stored window the key already expires at (index + 2) * period_ms (keep_ttl).
+    value, ttl_ms, keep_ttl = fmt('%d:%d:%d', index, cur + cost, prev), (index + 2) * period_ms - now, same
   end
-  -- In the stored window the key already expires at (index + 2) * period_ms (keep_ttl).
-  return true, fmt('%d:%d:%d', index, cur + cost, prev), (index + 2) * period_ms - now, same
 end`;
 
 /**

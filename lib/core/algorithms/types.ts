@@ -78,7 +78,7 @@ export type LuaForm = ValueForm | DebtForm | CounterForm | LeasesForm;
 
 /**
  * State in the key's value, one string (the sliding window and the sliding log). The consume script reads the value
- * and the server clock (`TIME`), calls `decide`, replies the value as it stood and `now`
+ * and the server clock (`TIME`), runs `decide`, replies the value as it stood and `now`
  * (which `decode` turns into the state `evaluate` reads), and writes the new value with its
  * TTL once every policy admits. The refund script calls `refund` and rewrites the value
  * with `KEEPTTL`.
@@ -88,13 +88,14 @@ interface ValueForm {
   /** Parses the stored string; undefined when it is not this algorithm's format. */
   readonly decode: (raw: string) => State | undefined;
   /**
-   * A Lua chunk defining `local function decide(stored, now, limit, period_ms, cost)`:
-   * `stored` the value (false when none), `now` and `period_ms` in ms. Returns whether it
-   * admits and, when it does with cost > 0, the new value, its TTL in ms and, true when the
-   * key already expires at that TTL (the stored window goes on), `keep_ttl`: the script then
-   * writes the value with `KEEPTTL`, 40% cheaper in Redis than `PX`. Decides exactly
-   * as `evaluate` does (test/integration/lua-reference); the numbers reported to callers come
-   * from `evaluate`. It may use the script's locals `floor`, `fmt`, `find`, `sub`.
+   * A Lua chunk pasted inline into the consume script's branch of the algorithm: reads the
+   * locals `stored` (the value, false when none), `now` and `period_ms` (ms), `limit` and
+   * `cost`; sets `denies` when it refuses, and when it admits with cost > 0, the new `value`,
+   * its `ttl_ms` and, true when the key already expires at that TTL (the stored window goes
+   * on), `keep_ttl`: the script then writes the value with `KEEPTTL`, 40% cheaper in Redis
+   * than `PX`. Decides exactly as `evaluate` does (test/integration/lua-reference); the
+   * numbers reported to callers come from `evaluate`. It may use the script's locals `floor`,
+   * `fmt`, `find`, `sub`.
    */
   readonly decide: string;
   /**

@@ -1,4 +1,5 @@
 import { ALGORITHM_IMPLS, decideAll, type State } from '../../algorithms/index.js';
+import type { LuaForm } from '../../algorithms/types.js';
 import { blockedOutcome, startsBlock } from '../../model/penalty.js';
 import { spentOutcome } from '../../model/refund.js';
 import type { StoreOutcome, StorePolicy } from '../store.js';
@@ -40,13 +41,11 @@ export function outcomesOf(
     reply = rest.length === 1 && typeof rest[0] === 'number' ? rest[0] : rest;
   }
   if (typeof reply === 'number' && only !== undefined && only.blockMs === undefined) {
-    // The usual request: one token bucket or GCRA debt, or one fixed window's count and ms
-    // left as one integer, no control, no penalty (held to the general path's outcomes by
-    // test/unit/fast-paths.test.ts).
+    // The usual request: one policy's state as one integer, no control, no penalty (held to
+    // the general path's outcomes by test/unit/fast-paths.test.ts).
     const impl = ALGORITHM_IMPLS[only.algorithm];
-    const span = impl.lua.kind === 'counter' ? 2 * only.periodMs + 1 : only.limit;
-    const o = impl.evaluate([Math.floor(reply / span), reply % span], 0, only);
-    return [spentOutcome(o, only, offset, ends.get(only))];
+    const [state, now] = loneState(impl.lua.kind, reply, only);
+    return [spentOutcome(impl.evaluate(state, now, only), only, offset, ends.get(only))];
   }
   const values = typeof reply === 'number' ? [reply] : reply;
   let r = 0;
@@ -101,6 +100,25 @@ export function outcomesOf(
     const { limit, periodMs } = controlled[i]!.params;
     return { ...outcome, override: { limit, periodMs } };
   });
+}
+
+/**
+ * A lone policy's state replied as one integer (see `lonePath`, lua/lone.ts) and the time it
+ * is read at: a token bucket or GCRA debt in ticks, or a fixed window's count and ms left,
+ * read at time 0; a sliding window's two counts in a window that began at 0, read at the ms
+ * `now` was into it (its mark, the window's index, is in the general reply only: a request
+ * that may be refunded is sent in mode `m`, which takes no lone path).
+ */
+function loneState(kind: LuaForm['kind'], packed: number, p: StorePolicy): [State, number] {
+  if (kind === 'debt') return [[Math.floor(packed / p.limit), packed % p.limit], 0];
+  if (kind === 'counter') {
+    const span = 2 * p.periodMs + 1;
+    return [[Math.floor(packed / span), packed % span], 0];
+  }
+  const elapsed = packed % p.periodMs;
+  const counts = (packed - elapsed) / p.periodMs;
+  const base = p.limit + 1;
+  return [[0, counts % base, Math.floor(counts / base)], elapsed];
 }
 
 /** A policy's parameters under an override reported as `"<limit>:<periodMs>:<capacity>"`. */

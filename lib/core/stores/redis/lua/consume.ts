@@ -42,7 +42,10 @@ import {
  *   such policy alone, without a control hash or a penalty, the reply is the integer
  *   `count × (2 × period_ms + 1) + ms left` (the ms left are at most two periods) rather than
  *   an array, while that is below 2^53;
- * - sliding window and sliding log: the stored value (or nil) and `now` in ms;
+ * - sliding window and sliding log: the stored value (or nil) and `now` in ms; a sliding
+ *   window alone on the lone path (mode `c`, its code alone) replies the integer
+ *   `(prev × (limit + 1) + cur) × period_ms + ms into its window` instead, where both counts
+ *   are within the limit and that is below 2^53 (see PACK_WINDOWS_LUA);
  * - concurrency limits: the leases held and the ms until the last one expires;
  * - then, only when a control hash or a block applied to some policy, one string per
  *   policy: `x` when the identity is exempt (nothing spent, admitted), `L:P:C` for the
@@ -201,7 +204,7 @@ elseif lone then
   if not with_time then return lone end
   reply, length = { lone }, 1
 end
-if with_time then
+if with_time and marks then
   ${WINDOW_END_LUA.trim().replace(/\n/g, '\n  ')}
   reply = reply or {}
   for k = 1, #marks do
@@ -247,9 +250,7 @@ if not now then
 end
 local stored = call('GET', key)
 ${form.decide.trim()}
-local admits
-admits, value, ttl_ms, keep_ttl = decide(stored, now, limit, period_ms, cost)
-if not admits then all_admit, denies = false, true end
+if denies then all_admit = false end
 -- Made at its size for the first policy: each growth of a table rehashes it.
 if reply then reply[reply_count + 1], reply[reply_count + 2] = stored, now
 else reply = { stored, now } end

@@ -25,25 +25,42 @@ local span = 2 * period_ms + 1
 local packed = count < 9007199254740992 / span and count * span + left_ms
 `;
 
-const form = (algorithm: 'gcra' | 'fixed-window'): LuaForm => ALGORITHM_IMPLS[algorithm].lua;
+/**
+ * Lua: a sliding window's state as it stood at `now` (its `index`, `cur` and `prev` after
+ * its decision, and the ms `now` is into that window) as the one integer a lone
+ * sliding-window policy replies, `(prev × (limit + 1) + cur) × period_ms + elapsed`, in
+ * `packed`; false when a count is past the limit (the limit was lowered), the clock stepped
+ * back into an earlier window, or the integer would reach 2^53, where the reply is the
+ * general loop's, the value and `now`.
+ */
+const PACK_WINDOWS_LUA = `
+local base, elapsed = limit + 1, now - index * period_ms
+local packed = elapsed >= 0 and cur <= limit and prev <= limit
+  and base * base * period_ms < 9007199254740992 and (prev * base + cur) * period_ms + elapsed
+`;
+
+const form = (algorithm: 'gcra' | 'fixed-window' | 'sliding-window'): LuaForm =>
+  ALGORITHM_IMPLS[algorithm].lua;
 
 function decideOf(f: LuaForm): string {
-  if (f.kind !== 'debt' && f.kind !== 'counter') throw new TypeError(`no lone path for ${f.kind}`);
+  if (f.kind === 'leases') throw new TypeError(`no lone path for ${f.kind}`);
   return f.decide.trim();
 }
 
 /**
  * Lua, run first by the consume script: the request most requests are, one token bucket,
- * GCRA or fixed window policy on the server clock, committed, with no capacity or cost of its
- * own, no control hash, penalty or lease (its code alone in ARGV[2]). It pastes the same
- * algorithm chunks and write as the general loop, which decides such a request alike
- * (test/integration/lone-path.test.ts), and skips what the loop does for the requests that
- * are not: reading a policy's code and options, the controls, the penalties, the writes held
- * until every policy admits (about 8% of a GCRA decision's instructions in Redis).
+ * GCRA, fixed window or sliding window policy on the server clock, committed, with no
+ * capacity or cost of its own, no control hash, penalty or lease (its code alone in ARGV[2]).
+ * It pastes the same algorithm chunks and write as the general loop, which decides such a
+ * request alike (test/integration/lone-path.test.ts), and skips what the loop does for the
+ * requests that are not: reading a policy's code and options, the controls, the penalties,
+ * the writes held until every policy admits (about 8% of a GCRA decision's instructions in
+ * Redis), and a table for the reply (one integer instead, see reply.ts).
  */
 export function lonePath(): string {
   const debtCodes = (['gcra', 'token-bucket'] as const).map((a) => `'${ALGORITHM_CODES[a]}'`);
   const fixed = `'${ALGORITHM_CODES['fixed-window']}'`;
+  const sliding = `'${ALGORITHM_CODES['sliding-window']}'`;
   const indent = (text: string, pad: string) => text.trim().replace(/\n/g, `\n${pad}`);
   return `
 if argv[1] == '${MODES.commit}' and #KEYS == 1 then
@@ -66,6 +83,18 @@ if argv[1] == '${MODES.commit}' and #KEYS == 1 then
       ${indent(WRITE_ONE_LUA, '      ')}
     end
     return lone
+  elseif encoded == ${sliding} then
+    local key, limit, period_ms, cost = KEYS[1], argv[3] + 0, argv[4] + 0, 1
+    local time = call('TIME')
+    local now = time[1] * 1000 + floor(time[2] / 1000)
+    local stored = call('GET', key)
+    local denies, value, ttl_ms, keep_value, keep_ttl, increments
+    ${indent(decideOf(form('sliding-window')), '    ')}
+    if ttl_ms then
+      ${indent(WRITE_ONE_LUA, '      ')}
+    end
+    ${indent(PACK_WINDOWS_LUA, '    ')}
+    return packed or { stored, now }
   end
 end`;
 }

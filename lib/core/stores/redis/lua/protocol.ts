@@ -47,9 +47,10 @@ export const BLOCK_LETTERS = ['b', 'B', 'r', 'R'] as const;
 /**
  * The consume script's mode, ARGV[1]: `c` decides and commits an admitted request, `d` only
  * decides (writes nothing), `b` decides and writes only penalties (a denial decided on
- * Cluster), `m` commits as `c` does and replies last, for each fixed-window policy in KEYS
- * order, its window's end in ms once written (the mark of a request that may be refunded:
- * see {@link WINDOW_END_LUA}). Tests append their clock in ms: `c<now>`.
+ * Cluster), `m` commits as `c` does but takes no lone path, and replies last, for each
+ * fixed-window policy in KEYS order, its window's end in ms once written (the mark of a
+ * request that may be refunded: see {@link WINDOW_END_LUA}; a sliding window's mark, its
+ * index, is in the value the general reply holds). Tests append their clock in ms: `c<now>`.
  */
 export const MODES = { commit: 'c', decide: 'd', penalties: 'b', marked: 'm' } as const;
 
@@ -79,11 +80,12 @@ export type Mode = (typeof MODES)[keyof typeof MODES];
 
 /**
  * The consume script's mode for committing `policies`: {@link MODES.marked} when the caller may
- * refund a fixed window among them (its mark is its end on the server clock), else
+ * refund a fixed window among them (its mark is its end on the server clock) or a sliding
+ * window or log (their marks are in their values, which the lone path does not reply), else
  * {@link MODES.commit}.
  */
 export function commitMode(policies: readonly StorePolicy[]): Mode {
-  return policies.some((p) => p.refundable && ALGORITHM_IMPLS[p.algorithm].lua.kind === 'counter')
+  return policies.some((p) => p.refundable && ALGORITHM_IMPLS[p.algorithm].lua.kind !== 'debt')
     ? MODES.marked
     : MODES.commit;
 }
