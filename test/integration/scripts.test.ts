@@ -4,7 +4,12 @@ import { RateLimitBackendError, RateLimiter, RedisStore } from '../../lib/index.
 import { ALGORITHMS } from '../../lib/core/model/policy.js';
 import { ALGORITHM_IMPLS } from '../../lib/core/algorithms/index.js';
 import { CONSUME_SCRIPT } from '../../lib/core/stores/redis/lua/consume.js';
-import { ALGORITHM_CODES } from '../../lib/core/stores/redis/lua/protocol.js';
+import {
+  ALGORITHM_CODES,
+  WITH_CAPACITY_AND_COST,
+} from '../../lib/core/stores/redis/lua/protocol.js';
+import { outcomesOf, type ScriptReply } from '../../lib/core/stores/redis/reply.js';
+import type { StorePolicy } from '../../lib/core/stores/store.js';
 import { replaySettings } from '../../lib/core/stores/redis/scripting.js';
 import { commandCalls, startRedisServer, type RedisServerHandle } from '../harness/redis.js';
 
@@ -185,6 +190,43 @@ describe('the consume script on a private Redis', () => {
     ).toBe(0);
     expect(await admin.exists('form:{y}:peek')).toBe(0);
     await admin.del(...keys);
+  });
+
+  it('a sliding-window value the script reads as no state is no state in what RedisStore reports', async () => {
+    // Regression: RedisStore's decoder took Number(' 0') and Number('1e1') for counts where
+    // the script's pattern (%d+) takes the value for none: the script admitted cost 2 and
+    // wrote a window of 2, and the caller was told it was refused (a window of 4 or 10).
+    const key = 'junk:{z}:sw';
+    const now = 1_800_000_000_000;
+    const index = now / 60_000;
+    const policy: StorePolicy = {
+      key,
+      algorithm: 'sliding-window',
+      limit: 5,
+      periodMs: 60_000,
+      capacity: 5,
+      cost: 2,
+    };
+    const code = ALGORITHM_CODES['sliding-window'] + WITH_CAPACITY_AND_COST;
+    const clean = outcomesOf([policy], [null, now], 'c', () => now);
+    expect(clean[0]).toMatchObject({ allowed: true, remaining: 3 });
+    for (const junk of [`${index}:4: 0`, `${index}:1e1:0`, ` ${index}:4:0`, `${index}:-4:0`]) {
+      await admin.set(key, junk, 'PX', 60_000);
+      const reply = (await admin.eval(
+        CONSUME_SCRIPT,
+        1,
+        key,
+        `c${now}`,
+        code,
+        5,
+        60_000,
+        5,
+        2,
+      )) as ScriptReply;
+      expect(await admin.get(key)).toBe(`${index}:2:0`);
+      expect(outcomesOf([policy], reply, 'c', () => now)).toEqual(clean);
+    }
+    await admin.del(key);
   });
 
   it('an event-loop stall longer than timeoutMs does not fail a call whose reply has arrived', async () => {

@@ -154,10 +154,16 @@ export function admitted(
     : { allowed: true, remaining, resetMs, retryAfterMs: 0 };
 }
 
-/** Parses `"a:b[:c]"` into exactly `arity` integers, or undefined. */
+/**
+ * Parses `"a:b[:c]"` into exactly `arity` integers, or undefined: digits only, as the scripts'
+ * Lua reads them (`%d+`), so that a value they take for no state (`" 5"`, `"1e3"`, `"-1"`)
+ * is no state here either.
+ */
 export function decodeInts(raw: string, arity: number): State | undefined {
   const parts = raw.split(':');
-  if (parts.length !== arity) return undefined;
+  if (parts.length !== arity || !parts.every((p) => DIGITS.test(p))) return undefined;
   const values = parts.map(Number);
   return values.every(Number.isSafeInteger) ? values : undefined;
 }
+
+const DIGITS = /^\d+$/;
