@@ -303,6 +303,41 @@ describe('admission by priority', () => {
     expect(shedAt).toEqual([6, 7, 8, 9, 10, 11]);
   });
 
+  // A review's input: the least shed gap was kept for the process's lifetime, so one gap
+  // shorter than any 503 (0.01 ms here, among 503s of 0.67 ms beside trivial answers of 0.26)
+  // held the cost rule off for good, and the budget went on shedding calls whose 503 costs
+  // more than their answer (the self-feeding shedding of the test above).
+  it('forgets a shed gap shorter than any 503 after as many shed calls as it weighs', () => {
+    const { protection, clock } = fixed(100, { maxTurnMs: 5 });
+    for (let i = 0; i < 2; i++) {
+      (protection.acquire('critical') as Ticket).drop();
+      protection.update(0, 1);
+    }
+    clock.advance(0);
+    let sheds = 0;
+    /** One turn of 60 normal calls: 0.26 ms admitted; the first shed 0.01 ms, then 0.67. */
+    const turn = () => {
+      const shed: number[] = [];
+      for (let i = 0; i < 60; i++) {
+        const t = protection.acquire('normal') as Ticket | undefined;
+        if (t === undefined) {
+          shed.push(i);
+          clock.work(sheds++ === 0 ? 0.01 : 0.67);
+        } else {
+          clock.work(0.26);
+          t.end();
+        }
+      }
+      clock.advance(0);
+      protection.update(0, 1);
+      return shed.length;
+    };
+    const perTurn = Array.from({ length: 10 }, turn);
+    // Shed past 10 ms while the short gap is among the latest 16 (it and 16 after it), then
+    // never again (with a lifetime least: 21 in every turn).
+    expect(perTurn).toEqual([17, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+  });
+
   // The review's input: a cheap route's calls of one priority (high, 0.05 ms) and a dear
   // route's of another (normal, 10 ms, one call in ten), a 503 at 0.3 ms. With one mean over
   // every admitted call, the cheap calls made shedding look useless, the dear normal calls

@@ -18,6 +18,13 @@ const COST_ALPHA = 1 / 16;
 const SHED_SAMPLES = 4;
 
 /**
+ * Over how many of the latest shed calls' gaps their least is taken: a lifetime least would
+ * let one gap shorter than any 503 (a clock read between two callbacks of one answer) hold
+ * the cost rule off for good; this one ages out after as many more shed calls.
+ */
+const SHED_WINDOW = 16;
+
+/**
  * How long the event loop's current turn has been busy: from the first call admitted or
  * shed in it (one clock read per call), until a `setImmediate` scheduled by that first call
  * runs, which Node does once the turn's I/O callbacks are over. A call seen when the turn has
@@ -29,8 +36,9 @@ const SHED_SAMPLES = 4;
  *
  * It also learns what a call costs the turn, by outcome: the gap from one call to the next
  * in the same turn (its handler, when synchronous, and its answer): a moving mean for the
- * admitted calls, the least for the shed ones (a cold or collected gap is only ever longer),
- * so that the budget sheds only where shedding shortens the turn ({@link LoopTurn.shedPays}).
+ * admitted calls, the least of the latest for the shed ones (a cold or collected gap is only
+ * ever longer), so that the budget sheds only where shedding shortens the turn
+ * ({@link LoopTurn.shedPays}).
  */
 export class LoopTurn {
   private startedAt: number | undefined;
@@ -45,8 +53,12 @@ export class LoopTurn {
    * shedding those, and shed the cheap ones of a higher priority in their place).
    */
   private readonly admittedCost = [NaN, NaN, NaN, NaN];
-  /** The least gap after a shed call, ms, and how many were seen. */
+  /**
+   * The least gap after a shed call of the latest {@link SHED_WINDOW}, ms; those gaps (a ring),
+   * and how many were seen.
+   */
   private shedCost = Infinity;
+  private readonly recentShedGaps = new Array<number>(SHED_WINDOW).fill(Infinity);
   private shedGaps = 0;
   private readonly over = () => {
     this.startedAt = undefined;
@@ -68,8 +80,9 @@ export class LoopTurn {
     if (this.lastAt !== undefined && this.lastShed !== undefined) {
       const gap = now - this.lastAt;
       if (this.lastShed) {
-        this.shedCost = Math.min(this.shedCost, gap);
+        this.recentShedGaps[this.shedGaps % SHED_WINDOW] = gap;
         this.shedGaps++;
+        this.shedCost = Math.min(...this.recentShedGaps);
       } else {
         this.admittedCost[this.lastRank] = mean(this.admittedCost[this.lastRank]!, gap);
       }
@@ -90,8 +103,8 @@ export class LoopTurn {
 
   /**
    * Whether a shed call costs the turn at most {@link SHED_SAVING} of an admitted one of the
-   * priority of `rank` (the least gap after a shed call against the mean after an admitted
-   * one of that priority); true until {@link SHED_SAMPLES} shed calls and an admitted one of
+   * priority of `rank` (the least of the latest gaps after a shed call against the mean after
+   * an admitted one of that priority); true until {@link SHED_SAMPLES} shed calls and an admitted one of
    * that priority have been seen (the first calls shed teach what a shed costs). Once false,
    * it is true again when those admitted calls grow dearer (a heavier handler).
    */
