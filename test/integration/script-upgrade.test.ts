@@ -51,17 +51,13 @@ const newer = (keys: readonly string[]) =>
   keys.some((key) => NEWER_TAGS.some((tag) => new RegExp(`:${tag}(:o\\d+)?$`).test(key)));
 
 /**
- * Calls that bac346b answers otherwise on purpose, so run the current text on both. Refunds two
+ * Refunds that bac346b answers otherwise on purpose, so run the current text on both: two
  * windows or more past a sliding window's spending, when that window no longer counts, it gave
  * back 1 (on a test clock its key outlives the window on Redis' own clock; a later spending
  * keeps it as the previous window) where the memory store gives nothing. Only the test-clock
  * calls are told apart: the server-clock calls here refund within the window spent in.
  */
 function changed(sha: string, keys: readonly string[], argv: readonly string[]): boolean {
-  // Mode `m`, which bac346b reads as `d` (it commits nothing): sent since for a spending that
-  // may be refunded of a fixed window, then of a sliding window or log too. Each instance
-  // sends its own script's text: an old instance never sends `m`, nor a new one the old text.
-  if (sha === CONSUME_SHA) return argv[0]!.startsWith(MODES.marked);
   if (sha !== REFUND_SHA || argv[0] === '') return false;
   const clock = Number(argv[0]);
   const sliding = new RegExp(`:${ALGORITHM_IMPLS['sliding-window'].tag}(:o\\d+)?$`);
@@ -135,9 +131,10 @@ function twin(): Twin {
       const sentAt = performance.now();
       const [ttlsA, ttlsB] = await Promise.all([pttls(a, watched), pttls(b, watched)]);
       const oldOnA = turn++ % 2 === 0;
+      const oldRest = sha === CONSUME_SHA ? asCommit(rest, numKeys) : rest;
       const [onA, onB] = await Promise.all([
-        settle(a.eval(oldOnA ? old : NEW.get(sha)!, numKeys, ...rest)),
-        settle(b.eval(oldOnA ? NEW.get(sha)! : old, numKeys, ...rest)),
+        settle(oldOnA ? a.eval(old, numKeys, ...oldRest) : a.eval(NEW.get(sha)!, numKeys, ...rest)),
+        settle(oldOnA ? b.eval(NEW.get(sha)!, numKeys, ...rest) : b.eval(old, numKeys, ...oldRest)),
       ]);
       const tookMs = Math.ceil(performance.now() - sentAt) + 1;
       self.spreadMs = Math.max(self.spreadMs, tookMs);
@@ -159,6 +156,20 @@ function twin(): Twin {
   });
   const self: Twin = { client, calls, a, b, spreadMs: 0 };
   return self;
+}
+
+/**
+ * The consume script's arguments for bac346b: mode `m` (a spending that may be refunded),
+ * which it reads as `d`, as `c`. Its fixed windows' ends aside (keys bac346b never runs, see
+ * NEWER_TAGS), `m` commits and replies as `c` does; each instance sends its own text, so an
+ * old one is never sent `m`.
+ */
+function asCommit(rest: readonly (string | number)[], numKeys: number): (string | number)[] {
+  const mode = String(rest[numKeys]);
+  if (!mode.startsWith(MODES.marked)) return [...rest];
+  const out = [...rest];
+  out[numKeys] = MODES.commit + mode.slice(1);
+  return out;
 }
 
 async function pttls(c: Redis, keys: readonly string[]): Promise<number[]> {

@@ -226,6 +226,26 @@ describe('the consume script on a private Redis', () => {
       expect(await admin.get(key)).toBe(`${index}:2:0`);
       expect(outcomesOf([policy], reply, 'c', () => now)).toEqual(clean);
     }
+    // A count past 2^53 (a value we never write) is one to both: refused, nothing written
+    // (the decoder dropped it as no state, and reported the refused request admitted).
+    const huge = `${index}:9007199254740993:0`;
+    await admin.set(key, huge, 'PX', 60_000);
+    const reply = (await admin.eval(
+      CONSUME_SCRIPT,
+      1,
+      key,
+      `c${now}`,
+      code,
+      5,
+      60_000,
+      5,
+      2,
+    )) as ScriptReply;
+    expect(await admin.get(key)).toBe(huge);
+    expect(outcomesOf([policy], reply, 'c', () => now)[0]).toMatchObject({
+      allowed: false,
+      remaining: 0,
+    });
     await admin.del(key);
   });
 

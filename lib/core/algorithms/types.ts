@@ -79,8 +79,9 @@ export type LuaForm = ValueForm | DebtForm | CounterForm | LeasesForm;
 /**
  * State in the key's value, one string (the sliding window and the sliding log). The consume script reads the value
  * and the server clock (`TIME`), runs `decide`, replies the value as it stood and `now`
- * (which `decode` turns into the state `evaluate` reads), and writes the new value with its
- * TTL once every policy admits. The refund script calls `refund` and rewrites the value
+ * (which `decode` turns into the state `evaluate` reads; a sliding window alone on the lone
+ * path replies its counts as one integer instead, see `stores/redis/lua/lone.ts`), and writes
+ * the new value with its TTL once every policy admits. The refund script calls `refund` and rewrites the value
  * with `KEEPTTL`.
  */
 interface ValueForm {
@@ -94,8 +95,8 @@ interface ValueForm {
    * its `ttl_ms` and, true when the key already expires at that TTL (the stored window goes
    * on), `keep_ttl`: the script then writes the value with `KEEPTTL`, 40% cheaper in Redis
    * than `PX`. Decides exactly as `evaluate` does (test/integration/lua-reference); the
-   * numbers reported to callers come from `evaluate`. It may use the script's locals `floor`,
-   * `fmt`, `find`, `sub`.
+   * numbers reported to callers come from `evaluate`. It may use the script's locals `floor`
+   * and `fmt` (the lone path, `stores/redis/lua/lone.ts`, defines no others).
    */
   readonly decide: string;
   /**
@@ -155,15 +156,16 @@ export function admitted(
 }
 
 /**
- * Parses `"a:b[:c]"` into exactly `arity` integers, or undefined: digits only, as the scripts'
- * Lua reads them (`%d+`), so that a value they take for no state (`" 5"`, `"1e3"`, `"-1"`)
- * is no state here either.
+ * Parses `"a:b[:c]"` into exactly `arity` integers, or undefined: digits only, read as the
+ * scripts' Lua reads them (`%d+`, then a double), so that a value they take for no state
+ * (`" 5"`, `"1e3"`, `"-1"`) is no state here either, and one they take for a count past 2^53
+ * is that count.
  */
 export function decodeInts(raw: string, arity: number): State | undefined {
   const parts = raw.split(':');
   if (parts.length !== arity || !parts.every((p) => DIGITS.test(p))) return undefined;
-  const values = parts.map(Number);
-  return values.every(Number.isSafeInteger) ? values : undefined;
+  // As Lua's numbers, doubles: past 2^53 rounded as the script rounds them, not dropped.
+  return parts.map(Number);
 }
 
 const DIGITS = /^\d+$/;

@@ -45,7 +45,8 @@ import {
  * - sliding window and sliding log: the stored value (or nil) and `now` in ms; a sliding
  *   window alone on the lone path (mode `c`, its code alone) replies the integer
  *   `(prev × (limit + 1) + cur) × period_ms + ms into its window` instead, where both counts
- *   are within the limit and that is below 2^53 (see PACK_WINDOWS_LUA);
+ *   are within the limit, the clock did not step back into an earlier window and that is
+ *   below 2^53 (see PACK_WINDOWS_LUA);
  * - concurrency limits: the leases held and the ms until the last one expires;
  * - then, only when a control hash or a block applied to some policy, one string per
  *   policy: `x` when the identity is exempt (nothing spent, admitted), `L:P:C` for the
@@ -243,8 +244,7 @@ elseif reply then reply[reply_count - 1], reply[reply_count] = count, left_ms
 else reply = { count, left_ms } end`;
   }
   if (form.kind === 'value') {
-    return `local find, sub = string.find, string.sub
-if not now then
+    return `if not now then
   local time = call('TIME')
   now = time[1] * 1000 + floor(time[2] / 1000)
 end
