@@ -210,37 +210,21 @@ describe('the consume script on a private Redis', () => {
     const code = ALGORITHM_CODES['sliding-window'] + WITH_CAPACITY_AND_COST;
     const clean = outcomesOf([policy], [null, now], 'c', () => now);
     expect(clean[0]).toMatchObject({ allowed: true, remaining: 3 });
+    /** The script's reply to a request of cost 2 on the test clock, the key holding `value`. */
+    const spendTwo = async (value: string) => {
+      await admin.set(key, value, 'PX', 60_000);
+      const args = [`c${now}`, code, 5, 60_000, 5, 2];
+      return (await admin.eval(CONSUME_SCRIPT, 1, key, ...args)) as ScriptReply;
+    };
     for (const junk of [`${index}:4: 0`, `${index}:1e1:0`, ` ${index}:4:0`, `${index}:-4:0`]) {
-      await admin.set(key, junk, 'PX', 60_000);
-      const reply = (await admin.eval(
-        CONSUME_SCRIPT,
-        1,
-        key,
-        `c${now}`,
-        code,
-        5,
-        60_000,
-        5,
-        2,
-      )) as ScriptReply;
+      const reply = await spendTwo(junk);
       expect(await admin.get(key)).toBe(`${index}:2:0`);
       expect(outcomesOf([policy], reply, 'c', () => now)).toEqual(clean);
     }
     // A count past 2^53 (a value we never write) is one to both: refused, nothing written
     // (the decoder dropped it as no state, and reported the refused request admitted).
     const huge = `${index}:9007199254740993:0`;
-    await admin.set(key, huge, 'PX', 60_000);
-    const reply = (await admin.eval(
-      CONSUME_SCRIPT,
-      1,
-      key,
-      `c${now}`,
-      code,
-      5,
-      60_000,
-      5,
-      2,
-    )) as ScriptReply;
+    const reply = await spendTwo(huge);
     expect(await admin.get(key)).toBe(huge);
     expect(outcomesOf([policy], reply, 'c', () => now)[0]).toMatchObject({
       allowed: false,
