@@ -24,7 +24,7 @@ export interface SheddingEpisode {
   /** The process pool's limit and calls in flight when reported. */
   limit: number;
   inFlight: number;
-  /** At the stop: from the first shed call to the last, in **ms**. */
+  /** At the stop: from the first shed call to the last, in whole **ms**. */
   durationMs?: number;
 }
 
@@ -119,7 +119,8 @@ export class OverloadProtection {
         ...this.processState(),
         pools: this.episodePools,
         shed: this.counts,
-        durationMs: this.lastShedAt - this.firstShedAt,
+        // Whole ms, as the log line's other durations: the clock reads fractions.
+        durationMs: Math.round(this.lastShedAt - this.firstShedAt),
       });
     }
   }

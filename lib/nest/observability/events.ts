@@ -32,7 +32,8 @@ const MAX_HASHED_LENGTH = 128;
  * The stable names of the log events, each written as one line: the name, a space, then
  * a JSON object of fields. Each has a heading in `docs/reference/errors.md` (its fields,
  * what it means, what to do); the lines that call for action (`backend_error`, `insurance`,
- * `config_error`, `redis_unreachable`, `unenforced`) end with a `docs` field naming it.
+ * `config_error`, `redis_unreachable`, `unenforced`, `shedding_started`) end with a `docs`
+ * field naming it.
  */
 export const RATE_LIMIT_EVENTS = {
   /** A request refused with 429; throttled per (route, identity). */
