@@ -79,6 +79,18 @@ describe.each(PLATFORMS)('overload protection on %s', (platform) => {
     expect(await redis.keys(`${prefix}:*one-client*`)).toHaveLength(1);
 
     const lines = app.output.split('\n');
+    // At bootstrap, one line says the option took, with the settings it runs with.
+    const enabled = lines.filter((l) => l.includes('rate_limit.overload_enabled'));
+    expect(enabled).toHaveLength(1);
+    expect(JSON.parse(enabled[0]!.slice(enabled[0]!.indexOf('{')))).toEqual({
+      minLimit: 2,
+      maxLimit: 2,
+      maxTurnMs: false,
+      maxEventLoopDelayMs: false,
+      queueMs: 0,
+      defaultPriority: 'normal',
+      pools: [],
+    });
     const started = lines.filter((l) => l.includes('rate_limit.shedding_started'));
     const stopped = lines.filter((l) => l.includes('rate_limit.shedding_stopped'));
     expect(started).toHaveLength(1);

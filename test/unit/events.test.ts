@@ -125,6 +125,7 @@ describe('RATE_LIMIT_EVENTS', () => {
       overrideApplied: 'rate_limit.override_applied',
       redisUnreachable: 'rate_limit.redis_unreachable',
       unenforced: 'rate_limit.unenforced',
+      overloadEnabled: 'rate_limit.overload_enabled',
       sheddingStarted: 'rate_limit.shedding_started',
       sheddingStopped: 'rate_limit.shedding_stopped',
     });

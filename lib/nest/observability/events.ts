@@ -56,6 +56,8 @@ export const RATE_LIMIT_EVENTS = {
    * would all share one budget).
    */
   unenforced: 'rate_limit.unenforced',
+  /** At bootstrap, once: overload protection is on, with the settings it runs with. */
+  overloadEnabled: 'rate_limit.overload_enabled',
   /** Overload protection shed a call after a quiet spell: once per episode. */
   sheddingStarted: 'rate_limit.shedding_started',
   /** Overload protection shed nothing for 2 s: the episode is over, with its counts. */
@@ -288,6 +290,11 @@ export class RateLimitEvents {
     } else {
       this.logger.log(`${RATE_LIMIT_EVENTS.sheddingStopped} ${JSON.stringify(detail)}`);
     }
+  }
+
+  /** Logs `rate_limit.overload_enabled` (info): at bootstrap, once, when the option is on. */
+  overloadEnabled(detail: Record<string, unknown>): void {
+    this.logger.log(`${RATE_LIMIT_EVENTS.overloadEnabled} ${JSON.stringify(detail)}`);
   }
 
   /** Notes when `key` was last logged; the oldest go first beyond 10,000 keys. */

@@ -1,6 +1,7 @@
 import { Inject, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
 import { DiscoveryService, MetadataScanner } from '@nestjs/core';
 import { NEST_METADATA } from '../declare/metadata.js';
+import type { OverloadSettings } from '../../core/overload/options.js';
 import { handlerKind } from '../module/handlers.js';
 import { createOverloadMetrics } from '../observability/overload-metrics.js';
 import { RoutePlanner } from '../plan/planner.js';
@@ -24,6 +25,23 @@ function hasOwnGuards(type: object, handler: object): boolean {
 }
 
 /**
+ * The fields of `rate_limit.overload_enabled`: the process pool's settings a user tunes (ms;
+ * `false` for a signal turned off) and the named pools, so a log shows the option took.
+ */
+function enabledLine({ pool, pools, defaultPriority }: OverloadSettings): Record<string, unknown> {
+  const off = (ms: number) => (ms === Infinity ? false : ms);
+  return {
+    minLimit: pool.minLimit,
+    maxLimit: pool.maxLimit,
+    maxTurnMs: off(pool.maxTurnMs),
+    maxEventLoopDelayMs: off(pool.maxEventLoopDelayMs),
+    queueMs: pool.queueMs,
+    defaultPriority,
+    pools: [...pools.keys()],
+  };
+}
+
+/**
  * Under the `overload` option only, at bootstrap: puts `RateLimitSettleInterceptor` first
  * among the interceptors of every class with a GraphQL, WebSocket or microservice handler
  * Nest guards, so that the slot of each of their calls is given back when its handler's
@@ -33,7 +51,8 @@ function hasOwnGuards(type: object, handler: object): boolean {
  * `@SkipLoadShedding` and `@OverloadPool`, so an unknown pool fails the start, and warns
  * (`rate_limit.unenforced`, once per handler) of a `@Priority` function on a handler with
  * guards of its own, which it runs before; registers
- * the overload metrics; starts the windows and the event loop's watch, stopped at shutdown.
+ * the overload metrics; starts the windows and the event loop's watch, stopped at shutdown,
+ * and says so in one `rate_limit.overload_enabled` line.
  *
  * The interceptors in a constructor: Nest reads them when it binds routes, gateways and
  * resolvers, after providers exist.
@@ -88,6 +107,7 @@ export class OverloadSetup implements OnModuleInit, OnApplicationShutdown {
       overload.protection,
     );
     overload.start();
+    this.planner.events.overloadEnabled(enabledLine(overload.settings));
   }
 
   onApplicationShutdown(): void {
