@@ -67,4 +67,13 @@ describe('the e2e test example of docs/guides/testing.md', () => {
     );
     expect(test).toBe(recipeBlock('docs/guides/testing.md', 'cats-e2e'));
   });
+
+  it("tests the controller the page shows, the consumer project's word for word", () => {
+    const controller = readFileSync(
+      new URL('test/consumers/nest11-cjs-jest/src/cats/cats.controller.ts', root),
+      'utf8',
+    );
+    const block = recipeBlock('docs/guides/testing.md', 'cats-controller');
+    expect(block).toBe(`// src/cats/cats.controller.ts\n${controller}`);
+  });
 });
