@@ -4,6 +4,7 @@ import { RateLimitBackendError, RateLimiter, RedisStore } from '../../lib/index.
 import { ALGORITHMS } from '../../lib/core/model/policy.js';
 import { ALGORITHM_IMPLS } from '../../lib/core/algorithms/index.js';
 import { CONSUME_SCRIPT } from '../../lib/core/stores/redis/lua/consume.js';
+import { REFUND_SCRIPT } from '../../lib/core/stores/redis/lua/refund.js';
 import {
   ALGORITHM_CODES,
   WITH_CAPACITY_AND_COST,
@@ -220,16 +221,32 @@ describe('the consume script on a private Redis', () => {
       const reply = await spendTwo(junk);
       expect(await admin.get(key)).toBe(`${index}:2:0`);
       expect(outcomesOf([policy], reply, 'c', () => now)).toEqual(clean);
+      // Nor does the refund script give back to it (it read "1e1" as 10 and wrote "<i>:9:0",
+      // and failed on "<i>:3:x").
+      await admin.set(key, junk, 'PX', 60_000);
+      const refund = [String(now), ALGORITHM_CODES['sliding-window'], 5, 60_000, 1, index];
+      expect(await admin.eval(REFUND_SCRIPT, 1, key, ...refund)).toBe(0);
+      expect(await admin.get(key)).toBe(junk);
     }
+    await admin.set(key, `${index}:3:x`, 'PX', 60_000);
+    const refundArgs = [String(now), ALGORITHM_CODES['sliding-window'], 5, 60_000, 1, index];
+    expect(await admin.eval(REFUND_SCRIPT, 1, key, ...refundArgs)).toBe(0);
     // A count past 2^53 (a value we never write) is one to both: refused, nothing written
-    // (the decoder dropped it as no state, and reported the refused request admitted).
-    const huge = `${index}:9007199254740993:0`;
-    const reply = await spendTwo(huge);
-    expect(await admin.get(key)).toBe(huge);
-    expect(outcomesOf([policy], reply, 'c', () => now)[0]).toMatchObject({
-      allowed: false,
-      remaining: 0,
-    });
+    // (the decoder dropped it as no state, and reported the refused request admitted), with
+    // a finite wait (400 digits, infinite as a double, gave a wait of NaN).
+    for (const huge of [
+      `${index}:9007199254740993:0`,
+      `${index}:${'9'.repeat(400)}:0`,
+      `${index}:0:${'9'.repeat(400)}`,
+      `${index - 1}:${'9'.repeat(400)}:0`,
+    ]) {
+      const reply = await spendTwo(huge);
+      expect(await admin.get(key)).toBe(huge);
+      const [outcome] = outcomesOf([policy], reply, 'c', () => now);
+      expect(outcome).toMatchObject({ allowed: false, remaining: 0 });
+      expect(Number.isFinite(outcome!.retryAfterMs)).toBe(true);
+      expect(Number.isFinite(outcome!.resetMs)).toBe(true);
+    }
     await admin.del(key);
   });
 

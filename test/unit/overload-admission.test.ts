@@ -338,6 +338,51 @@ describe('admission by priority', () => {
     expect(perTurn).toEqual([17, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
   });
 
+  // A review's input for the ring above: 503s dear for two turns (2 ms beside 3 ms answers)
+  // filled it, the rule stopped shedding, so no shed call came to tell it the 503s were cheap
+  // again (0.3 ms), and turns of 90 ms went on against a budget of 5 for good.
+  it('learns again what a shed costs once the gaps it stopped shedding on are 5 s old', () => {
+    const { protection, clock } = fixed(100, { maxTurnMs: 5 });
+    for (let i = 0; i < 2; i++) {
+      (protection.acquire('critical') as Ticket).drop();
+      protection.update(0, 1);
+    }
+    clock.advance(0);
+    /** One turn of 30 normal calls, 3 ms each admitted, `shedMs` shed; how many were shed. */
+    const turn = (shedMs: number) => {
+      let shed = 0;
+      for (let i = 0; i < 30; i++) {
+        const t = protection.acquire('normal') as Ticket | undefined;
+        if (t === undefined) {
+          shed++;
+          clock.work(shedMs);
+        } else {
+          clock.work(3);
+          t.end();
+        }
+      }
+      clock.advance(0);
+      protection.update(0, 1);
+      return shed;
+    };
+    expect([turn(0.3), turn(0.3)]).toEqual([26, 26]);
+    expect([turn(2), turn(2)]).toEqual([16, 0]);
+    const cheapAgainAt = clock.now();
+    const cheap: number[] = [];
+    let resumedAfterMs = 0;
+    while (cheap.length < 100) {
+      const at = clock.now();
+      cheap.push(turn(0.3));
+      if (cheap.at(-1)! > 0) {
+        resumedAfterMs = at - cheapAgainAt;
+        break;
+      }
+    }
+    // It sheds again in the first turn once the dear gaps are 5 s old; then as in A.
+    expect({ turns: cheap.length, resumedAfterMs }).toEqual({ turns: 55, resumedAfterMs: 4860 });
+    expect([turn(0.3), turn(0.3), turn(0.3)]).toEqual([26, 26, 26]);
+  });
+
   // The review's input: a cheap route's calls of one priority (high, 0.05 ms) and a dear
   // route's of another (normal, 10 ms, one call in ten), a 503 at 0.3 ms. With one mean over
   // every admitted call, the cheap calls made shedding look useless, the dear normal calls

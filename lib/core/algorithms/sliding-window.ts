@@ -1,4 +1,4 @@
-import { admitted, decodeInts, denied, type AlgorithmImpl, type Evaluate } from './types.js';
+import { admitted, denied, type AlgorithmImpl, type Evaluate, type State } from './types.js';
 
 /**
  * Sliding window (the weighted two-window estimate). Windows are aligned to the epoch:
@@ -102,20 +102,36 @@ end`;
  */
 const refund = `
 local function refund(stored, mark, cost)
-  local a = stored and find(stored, ':', 1, true)
-  if not a then return nil end
-  local index, rest = tonumber(sub(stored, 1, a - 1)), sub(stored, a + 1)
+  if not stored then return nil end
+  -- Read as the consume script reads it: a value it takes for no state owes nothing.
+  local si, sc, sp = string.match(stored, '^(%d+):(%d+):(%d+)$')
+  if not si then return nil end
+  local index = si + 0
   if index ~= mark and index ~= mark + 1 then return nil end
   -- Read rather than left to the key's expiry, which Redis keeps for the ms it falls on.
   if now_ms() >= (mark + 2) * period_ms then return nil end
-  local b = find(rest, ':', 1, true)
-  local cur, prev = tonumber(sub(rest, 1, b - 1)), tonumber(sub(rest, b + 1))
+  local cur, prev = sc + 0, sp + 0
   if index == mark and cur > 0 then return fmt('%d:%d:%d', index, max(0, cur - cost), prev) end
   if index == mark + 1 and prev > 0 then return fmt('%d:%d:%d', index, cur, max(0, prev - cost)) end
 end`;
 
+/**
+ * The stored `"<index>:<cur>:<prev>"` as the Lua reads it (`%d+` each, then a number), or
+ * undefined: a value the script takes for no state (`" 5"`, `"1e1"`, `"-4"`) is none here
+ * either, and a count past 2^53 - 1, which no limit reaches, is read as 2^53 - 1, so that it
+ * refuses as in the script and every wait stays a finite number.
+ */
+function decode(raw: string): State | undefined {
+  const match = STORED.exec(raw);
+  return match
+    ? match.slice(1).map((d) => Math.min(Number(d), Number.MAX_SAFE_INTEGER))
+    : undefined;
+}
+
+const STORED = /^(\d+):(\d+):(\d+)$/;
+
 export const slidingWindow: AlgorithmImpl = {
   tag: 'sw',
   evaluate: evaluateSlidingWindow,
-  lua: { kind: 'value', decode: (raw) => decodeInts(raw, 3), decide, refund },
+  lua: { kind: 'value', decode, decide, refund },
 };

@@ -155,17 +155,10 @@ export function admitted(
     : { allowed: true, remaining, resetMs, retryAfterMs: 0 };
 }
 
-/**
- * Parses `"a:b[:c]"` into exactly `arity` integers, or undefined: digits only, read as the
- * scripts' Lua reads them (`%d+`, then a double), so that a value they take for no state
- * (`" 5"`, `"1e3"`, `"-1"`) is no state here either, and one they take for a count past 2^53
- * is that count.
- */
+/** Parses `"a:b[:c]"` into exactly `arity` integers, or undefined. */
 export function decodeInts(raw: string, arity: number): State | undefined {
   const parts = raw.split(':');
-  if (parts.length !== arity || !parts.every((p) => DIGITS.test(p))) return undefined;
-  // As Lua's numbers, doubles: past 2^53 rounded as the script rounds them, not dropped.
-  return parts.map(Number);
+  if (parts.length !== arity) return undefined;
+  const values = parts.map(Number);
+  return values.every(Number.isSafeInteger) ? values : undefined;
 }
-
-const DIGITS = /^\d+$/;

@@ -25,6 +25,15 @@ const SHED_SAMPLES = 4;
 const SHED_WINDOW = 16;
 
 /**
+ * How long a shed call's gap counts, in **ms**. Once the latest gaps say a 503 costs too much,
+ * the rule stops shedding, so no shed call tells it when that changes (the 503s grew cheap
+ * again: a dear gap from a collection or a cold path ages in as well as out); after this long
+ * it learns again from {@link SHED_SAMPLES} shed calls, which costs a few 503s every few
+ * seconds where they do not pay.
+ */
+const SHED_MEMORY_MS = 5000;
+
+/**
  * How long the event loop's current turn has been busy: from the first call admitted or
  * shed in it (one clock read per call), until a `setImmediate` scheduled by that first call
  * runs, which Node does once the turn's I/O callbacks are over. A call seen when the turn has
@@ -54,11 +63,11 @@ export class LoopTurn {
    */
   private readonly admittedCost = [NaN, NaN, NaN, NaN];
   /**
-   * The least gap after a shed call of the latest {@link SHED_WINDOW}, ms; those gaps (a ring),
-   * and how many were seen.
+   * The latest {@link SHED_WINDOW} gaps after a shed call, ms, and when each was seen (a ring;
+   * -Infinity: none yet), and how many were seen.
    */
-  private shedCost = Infinity;
-  private readonly recentShedGaps = new Array<number>(SHED_WINDOW).fill(Infinity);
+  private readonly shedGapMs = new Array<number>(SHED_WINDOW).fill(Infinity);
+  private readonly shedGapAt = new Array<number>(SHED_WINDOW).fill(-Infinity);
   private shedGaps = 0;
   private readonly over = () => {
     this.startedAt = undefined;
@@ -80,9 +89,9 @@ export class LoopTurn {
     if (this.lastAt !== undefined && this.lastShed !== undefined) {
       const gap = now - this.lastAt;
       if (this.lastShed) {
-        this.recentShedGaps[this.shedGaps % SHED_WINDOW] = gap;
+        this.shedGapMs[this.shedGaps % SHED_WINDOW] = gap;
+        this.shedGapAt[this.shedGaps % SHED_WINDOW] = now;
         this.shedGaps++;
-        this.shedCost = Math.min(...this.recentShedGaps);
       } else {
         this.admittedCost[this.lastRank] = mean(this.admittedCost[this.lastRank]!, gap);
       }
@@ -103,15 +112,25 @@ export class LoopTurn {
 
   /**
    * Whether a shed call costs the turn at most {@link SHED_SAVING} of an admitted one of the
-   * priority of `rank` (the least of the latest gaps after a shed call against the mean after
-   * an admitted one of that priority); true until {@link SHED_SAMPLES} shed calls and an admitted one of
-   * that priority have been seen (the first calls shed teach what a shed costs). Once false,
-   * it is true again when those admitted calls grow dearer (a heavier handler).
+   * priority of `rank` (the least of the latest gaps after a shed call, seen in the last
+   * {@link SHED_MEMORY_MS}, against the mean after an admitted one of that priority); true
+   * while fewer than {@link SHED_SAMPLES} such gaps or no admitted one of that priority have
+   * been seen (the first calls shed teach what a shed costs). Once false, it is true again
+   * when those admitted calls grow dearer (a heavier handler), or when the gaps it went by
+   * are too old to count.
    */
   shedPays(rank: number): boolean {
     const admitted = this.admittedCost[rank]!;
-    if (this.shedGaps < SHED_SAMPLES || Number.isNaN(admitted)) return true;
-    return this.shedCost <= SHED_SAVING * admitted;
+    if (Number.isNaN(admitted)) return true;
+    const since = this.clock.now() - SHED_MEMORY_MS;
+    let recent = 0;
+    let least = Infinity;
+    for (let k = 0; k < SHED_WINDOW; k++) {
+      if (this.shedGapAt[k]! <= since) continue;
+      recent++;
+      least = Math.min(least, this.shedGapMs[k]!);
+    }
+    return recent < SHED_SAMPLES || least <= SHED_SAVING * admitted;
   }
 }
 
