@@ -48,6 +48,18 @@ class SteppedClock implements OverloadClock {
 }
 
 /** A protection whose process pool's limit is fixed at `limit`. */
+/**
+ * Two windows of a loop fully busy with calls, so that the turn's budget applies (it waits for
+ * two in a row), then the end of the turn.
+ */
+function busyLoop(protection: OverloadProtection, clock: SteppedClock): void {
+  for (let i = 0; i < 2; i++) {
+    (protection.acquire('critical') as Ticket).drop();
+    protection.update(0, 1);
+  }
+  clock.advance(0);
+}
+
 function fixed(limit: number, options: OverloadOptions = {}) {
   const clock = new SteppedClock();
   const episodes: { started: boolean; episode: SheddingEpisode }[] = [];
@@ -270,11 +282,7 @@ describe('admission by priority', () => {
       protection.update(0, 1);
       return shed;
     };
-    for (let i = 0; i < 2; i++) {
-      (protection.acquire('critical') as Ticket).drop();
-      protection.update(0, 1);
-    }
-    clock.advance(0);
+    busyLoop(protection, clock);
     // Past 10 ms (twice the budget) the normal calls are shed, until four shed calls have
     // shown what a shed costs: more than half an admitted call. None after that.
     expect(turn(60, 0.26, 0.67)).toEqual([39, 40, 41, 42]);
@@ -309,11 +317,7 @@ describe('admission by priority', () => {
   // more than their answer (the self-feeding shedding of the test above).
   it('forgets a shed gap shorter than any 503 after as many shed calls as it weighs', () => {
     const { protection, clock } = fixed(100, { maxTurnMs: 5 });
-    for (let i = 0; i < 2; i++) {
-      (protection.acquire('critical') as Ticket).drop();
-      protection.update(0, 1);
-    }
-    clock.advance(0);
+    busyLoop(protection, clock);
     let sheds = 0;
     /** One turn of 60 normal calls: 0.26 ms admitted; the first shed 0.01 ms, then 0.67. */
     const turn = () => {
@@ -343,11 +347,7 @@ describe('admission by priority', () => {
   // again (0.3 ms), and turns of 90 ms went on against a budget of 5 for good.
   it('learns again what a shed costs once the gaps it stopped shedding on are 5 s old', () => {
     const { protection, clock } = fixed(100, { maxTurnMs: 5 });
-    for (let i = 0; i < 2; i++) {
-      (protection.acquire('critical') as Ticket).drop();
-      protection.update(0, 1);
-    }
-    clock.advance(0);
+    busyLoop(protection, clock);
     /** One turn of 30 normal calls, 3 ms each admitted, `shedMs` shed; how many were shed. */
     const turn = (shedMs: number) => {
       let shed = 0;
@@ -389,11 +389,7 @@ describe('admission by priority', () => {
   // stopped being shed, turns grew past 20 ms, and the high calls were shed in their place.
   it('weighs a shed call against admitted calls of the priority it would shed', () => {
     const { protection, clock } = fixed(100, { maxTurnMs: 5 });
-    for (let i = 0; i < 2; i++) {
-      (protection.acquire('critical') as Ticket).drop();
-      protection.update(0, 1);
-    }
-    clock.advance(0);
+    busyLoop(protection, clock);
     const shed = { high: 0, normal: 0 };
     const turns: number[] = [];
     for (let n = 0; n < 60; n++) {
