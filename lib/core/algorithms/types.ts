@@ -77,12 +77,12 @@ export interface AlgorithmImpl {
 export type LuaForm = ValueForm | DebtForm | CounterForm | LeasesForm;
 
 /**
- * State in the key's value, one string (the sliding window and the sliding log). The consume script reads the value
- * and the server clock (`TIME`), runs `decide`, replies the value as it stood and `now`
- * (which `decode` turns into the state `evaluate` reads; a sliding window alone on the lone
- * path replies its counts as one integer instead, see `stores/redis/lua/lone.ts`), and writes
- * the new value with its TTL once every policy admits. The refund script calls `refund` and rewrites the value
- * with `KEEPTTL`.
+ * State in the key's value, one string (the sliding window and the sliding log). The consume
+ * script reads the value and the server clock (`TIME`), runs `decide`, replies the value as
+ * it stood and `now` (which `decode` turns into the state `evaluate` reads; a sliding window
+ * alone on the lone path replies its counts as one integer instead, see
+ * `stores/redis/lua/lone.ts`), and writes the new value with its TTL once every policy
+ * admits. The refund script calls `refund` and rewrites the value with `KEEPTTL`.
  */
 interface ValueForm {
   readonly kind: 'value';
