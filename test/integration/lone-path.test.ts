@@ -9,6 +9,11 @@
  * `now`: RedisStore's reading of them must be).
  */
 import { afterAll, describe, expect, it } from '@jest/globals';
+import {
+  PACKED_BASE,
+  PACKED_MIN_PERIOD_MS,
+  unpackCounts,
+} from '../../lib/core/algorithms/sliding-window.js';
 import { CONSUME_SCRIPT } from '../../lib/core/stores/redis/lua/consume.js';
 import {
   ALGORITHM_CODES,
@@ -22,6 +27,15 @@ import { random } from '../harness/random.js';
 const ms = (time: readonly (string | number)[]) =>
   Number(time[0]) * 1000 + Math.floor(Number(time[1]) / 1000);
 
+/** A sliding window's stored value, in either form, as `[index, cur, prev]`. */
+function stateOf(value: unknown, ttlMs: number, nowMs: number, periodMs: number) {
+  if (value === null) return null;
+  const string = /^(\d+):(\d+):(\d+)$/.exec(String(value));
+  if (string) return string.slice(1).map(Number);
+  const counts = unpackCounts(String(value));
+  return counts && [Math.round((nowMs + ttlMs) / periodMs) - 2, ...counts];
+}
+
 describe('the lone path decides as the general loop', () => {
   const client = newRedis();
   afterAll(() => client.quit());
@@ -30,12 +44,16 @@ describe('the lone path decides as the general loop', () => {
     '%s: 300 random states, the same reply, value and expiry both ways',
     async (algorithm) => {
       const rand = random(algorithm.length);
+      const sliding = algorithm === 'sliding-window';
       const code = ALGORITHM_CODES[algorithm];
       let exact = 0;
       let packed = 0;
+      // Sliding windows decided from a packed value's expiry, or on the clock after it.
+      let fromExpiry = 0;
       for (let i = 0; i < 300; i++) {
         const limit = [1, 3, 7, 10, 6000][Math.floor(rand() * 5)]!;
-        const periodMs = [1000, 7000, 60_000][Math.floor(rand() * 3)]!;
+        // 500 ms: below the sliding window's packed form's least period (the string stays).
+        const periodMs = [1000, 7000, 60_000, 500][Math.floor(rand() * (sliding ? 4 : 3))]!;
         const keys = [`lone:{${algorithm}${i}}:a`, `lone:{${algorithm}${i}}:b`];
         // A state: none, or a value with an expiry (or without one) of up to 2.2 periods.
         const kind = rand();
@@ -43,15 +61,21 @@ describe('the lone path decides as the general loop', () => {
         const count = () => Math.floor(rand() * (limit + 3));
         // A sliding window's: the window now falls in, or one of the two before, or the next
         // (a clock that stepped back); counts up to past the limit (a lowered one).
+        // Half of them packed (PACKED_BASE), mostly expiring at that window's end, as written.
         const windowIndex = Math.floor(now / periodMs) + Math.floor(rand() * 4) - 2;
-        const value =
-          algorithm === 'sliding-window'
+        const packedForm = sliding && rand() < 0.5;
+        const value = packedForm
+          ? String(count() * PACKED_BASE + count())
+          : sliding
             ? `${windowIndex}:${count()}:${count()}`
             : algorithm === 'fixed-window'
               ? String(count())
               : String(rand() < 0.5 ? 0 : Math.floor(rand() * limit));
         // The same expiry on both keys to the ms: PXAT, not PX (two SETs may span a ms).
-        const pxat = now + 1 + Math.floor(rand() * 2.2 * periodMs);
+        const pxat =
+          packedForm && rand() < 0.8
+            ? (windowIndex + 2) * periodMs
+            : now + 1 + Math.floor(rand() * 2.2 * periodMs);
         const setup = client.multi();
         for (const key of keys) {
           setup.del(key);
@@ -86,11 +110,21 @@ describe('the lone path decides as the general loop', () => {
         const [before, lone, general, valueA, valueB, ttlA, ttlB, after] = results;
         if (ms(before as [string, string]) !== ms(after as [string, string])) continue;
         exact++;
-        expect([valueA, ttlA]).toEqual([valueB, ttlB]);
-        if (algorithm !== 'sliding-window') {
+        if (!sliding) {
+          expect([valueA, ttlA]).toEqual([valueB, ttlB]);
           expect(lone).toEqual(general);
           continue;
         }
+        // The same state; the lone path packs what the loop keeps as a string (a state of its
+        // own), but below the packed form's least period, and the packed form's expiry is its
+        // window's: the same as the string's, or set anew where the lone path packed it.
+        const at = ms(after as [string, string]);
+        const stateA = stateOf(valueA, ttlA as number, at, periodMs);
+        expect(stateA).toEqual(stateOf(valueB, ttlB as number, at, periodMs));
+        const repacked = /^\d+$/.test(String(valueA)) && /:/.test(String(valueB));
+        expect(ttlA).toBe(repacked ? (stateA![0]! + 2) * periodMs - at : ttlB);
+        const wrote = valueA !== (kind < 0.1 ? 'junk' : value);
+        if (wrote) expect(/^\d+$/.test(String(valueA))).toBe(periodMs >= PACKED_MIN_PERIOD_MS);
         const policy: StorePolicy = {
           key: keys[0]!,
           algorithm,
@@ -103,10 +137,12 @@ describe('the lone path decides as the general loop', () => {
         expect(read(lone)).toEqual(read(general));
         // One integer, but where a count is past the limit or the clock stepped back.
         if (typeof lone === 'number') packed++;
+        if (typeof lone === 'number' && packedForm) fromExpiry++;
       }
       // Most pairs run within one ms, even on a loaded machine.
       expect(exact).toBeGreaterThan(150);
-      if (algorithm === 'sliding-window') expect(packed).toBeGreaterThan(exact / 4);
+      if (sliding) expect(packed).toBeGreaterThan(exact / 4);
+      if (sliding) expect(fromExpiry).toBeGreaterThan(exact / 10);
     },
   );
 

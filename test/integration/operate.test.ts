@@ -77,7 +77,7 @@ describe.each([memoryKind, standaloneKind])('operating %p', (makeKind: () => Sto
         remaining: 3,
       },
       {
-        key: key('sliding', 'sw'),
+        key: key('sliding', 'swc'),
         scope: 'jobs',
         policy: 'sliding',
         algorithm: 'sliding-window',

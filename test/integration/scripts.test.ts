@@ -275,7 +275,7 @@ describe('the consume script on a private Redis', () => {
     const policy = { rate: '10/h', algorithm: 'sliding-window' } as const;
     await limiter.consume('warm', policy);
     // A key of the wrong type makes the script's GET fail after EVALSHA found it.
-    await admin.hset('wrongtype:{x}:::sw', 'a', '1');
+    await admin.hset('wrongtype:{x}:::swc', 'a', '1');
     await admin.config('RESETSTAT');
     await expect(limiter.consume('x', policy)).rejects.toMatchObject({ kind: 'error' });
     expect([await calls(admin, 'evalsha'), await calls(admin, 'eval')]).toEqual([1, 0]);

@@ -279,7 +279,7 @@ describe('sliding-window on the server clock', () => {
         prefix,
         timeoutMs: 5000,
       });
-      const key = policyKey(prefix, 'u', 'global', 'default', 'sw');
+      const key = policyKey(prefix, 'u', 'global', 'default', 'swc');
       const { spending } = await limiter.spend([{ identity: 'u', policy }]);
       const { index, refund } = spending!.refunds[0]!;
       const current = Number((await client.get(key))!.split(':')[0]); // the window index now

@@ -77,10 +77,11 @@ export interface AlgorithmImpl {
 export type LuaForm = ValueForm | DebtForm | CounterForm | LeasesForm;
 
 /**
- * State in the key's value, one string (the sliding window and the sliding log). The consume
+ * State in the key's value (the sliding window and the sliding log; the sliding window's
+ * packed form keeps its window in the key's expiry, see sliding-window.ts). The consume
  * script reads the value and the server clock (`TIME`), runs `decide`, replies the value as
- * it stood and `now` (which `decode` turns into the state `evaluate` reads; a sliding window
- * alone on the lone path replies its counts as one integer instead, see
+ * it stood and the ms it was read at (which `decode` turns into the state `evaluate` reads; a
+ * sliding window alone on the lone path replies its counts as one integer instead, see
  * `stores/redis/lua/lone.ts`), and writes the new value with its TTL once every policy
  * admits. The refund script calls `refund` and rewrites the value with `KEEPTTL`.
  */
@@ -91,7 +92,9 @@ interface ValueForm {
   /**
    * A Lua chunk pasted inline into the consume script's branch of the algorithm: reads the
    * locals `stored` (the value, false when none), `now` and `period_ms` (ms), `limit` and
-   * `cost`; sets `denies` when it refuses, and when it admits with cost > 0, the new `value`,
+   * `cost`, and `at` (ms, `now` unless the chunk moves it: the time the state is read at,
+   * which the script replies with `stored`, both as the chunk leaves them); sets `denies`
+   * when it refuses, and when it admits with cost > 0, the new `value`,
    * its `ttl_ms` and, true when the key already expires at that TTL (the stored window goes
    * on), `keep_ttl`: the script then writes the value with `KEEPTTL`, 40% cheaper in Redis
    * than `PX`. Decides exactly as `evaluate` does (test/integration/lua-reference); the

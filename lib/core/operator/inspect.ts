@@ -56,8 +56,12 @@ export type InspectedState =
   | { readonly debtMs: number }
   /** Fixed window: units spent in the window, and when it closes. */
   | { readonly count: number; readonly windowEndMs: number }
-  /** Sliding window: the window index (`floor(now / periodMs)`) and the counts of it and the one before. */
-  | { readonly windowIndex: number; readonly current: number; readonly previous: number }
+  /**
+   * Sliding window: the window index (`floor(now / periodMs)`) and the counts of it and the
+   * one before. The index is absent when the store keeps the window in the key's expiry
+   * (RedisStore on its server clock) and the policy is not known.
+   */
+  | { readonly windowIndex?: number; readonly current: number; readonly previous: number }
   /** Sliding log: the hits of the last period, in ms since the epoch, ascending, one per unit. */
   | { readonly hitsMs: readonly number[] }
   /**
@@ -156,7 +160,7 @@ function describeSnapshot(
           : algorithm === 'sliding-log'
             ? []
             : [0, 0];
-    const { ttlMs, state } =
+    const { ttlMs, state: read } =
       stored?.state === undefined
         ? { ttlMs: 0, state: fresh }
         : { ttlMs: stored.ttlMs, state: stored.state };
@@ -168,6 +172,11 @@ function describeSnapshot(
           capacity: windowed ? override.limit : (override.burst ?? override.limit),
         }
       : known(scope, name, algorithm);
+    // A sliding window whose window is the key's expiry (see StoredKey.state): it ends one
+    // period before the key, so its index is known with the period.
+    const packed = algorithm === 'sliding-window' && read.length === 2;
+    const state =
+      packed && policy ? [Math.round((nowMs + ttlMs) / policy.periodMs) - 2, ...read] : read;
     // The key the state is read from: under an override, the override's own.
     const base = {
       key: override ? `${key}:o${nowMs + override.expiresInMs}` : key,
@@ -204,7 +213,9 @@ function describeSnapshot(
         ? { count: state[0]!, windowEndMs: state[1]! }
         : algorithm === 'sliding-log'
           ? { hitsMs: policy ? state.filter((t) => t > nowMs - policy.periodMs) : [...state] }
-          : { windowIndex: state[0]!, current: state[1]!, previous: state[2]! };
+          : packed && !policy
+            ? { current: state[0]!, previous: state[1]! }
+            : { windowIndex: state[0]!, current: state[1]!, previous: state[2]! };
     if (!policy) {
       // The window end, or for a sliding window the key's expiry: both when the state is empty.
       const resetMs =

@@ -109,8 +109,8 @@ export class RateLimitService {
    * Every stored policy state of `identity` (under `scope`, or every scope), read at one
    * instant: key, scope, policy name, algorithm, `resetMs` (ms until full) and the state
    * (GCRA `{ tatMs }`, token bucket `{ tokens }` or `{ debtMs }`, fixed window
-   * `{ count, windowEndMs }`, sliding window `{ windowIndex, current, previous }`, sliding
-   * log `{ hitsMs }`). For the
+   * `{ count, windowEndMs }`, sliding window `{ windowIndex, current, previous }`, on Redis
+   * without `windowIndex` for a policy it does not know, sliding log `{ hitsMs }`). For the
    * policies the module knows (its default and every route's static `@RateLimit`), the
    * `policies` given, or those under an override, also `limit` and `remaining`.
    * @throws {RateLimitConfigError} for an invalid scope, or a store without `inspect`

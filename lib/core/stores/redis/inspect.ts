@@ -1,4 +1,5 @@
 import { ALGORITHM_IMPLS } from '../../algorithms/index.js';
+import { slidingWindow, unpackCounts } from '../../algorithms/sliding-window.js';
 import { decodeInts, type LuaForm } from '../../algorithms/types.js';
 import { algorithmTagOf, baseKeyOf } from '../../model/store-keys.js';
 import { pairsToRecord } from './scripting.js';
@@ -59,7 +60,14 @@ function decodeStored(
   // A block (see penalty.ts): its end, held by the value on a test clock, else the expiry.
   if (tag === 'b') return testClock ? decodeInts(value, 1) : [nowMs + ttlMs];
   const lua = LUA_BY_TAG.get(tag);
-  if (lua?.kind === 'value') return lua.decode(value);
+  if (lua?.kind === 'value') {
+    const state = lua.decode(value);
+    // The sliding window's packed form (its counts; the window the expiry's), which only
+    // its base key takes, on the server clock.
+    if (state !== undefined || tag !== slidingWindow.tag || testClock || baseKeyOf(key) !== key)
+      return state;
+    return ttlMs > 0 ? unpackCounts(value) : undefined;
+  }
   if (lua?.kind === 'counter') {
     // A test clock's or an override's window: "<count>:<windowEndMs>"; else the count, the
     // window ending with the key.

@@ -42,8 +42,10 @@ import {
  *   such policy alone, without a control hash or a penalty, the reply is the integer
  *   `count × (2 × period_ms + 1) + ms left` (the ms left are at most two periods) rather than
  *   an array, while that is below 2^53;
- * - sliding window and sliding log: the stored value (or nil) and `now` in ms; a sliding
- *   window alone on the lone path (mode `c`, its code alone) replies the integer
+ * - sliding window and sliding log: the stored value (or nil; a sliding window's packed
+ *   value as the string it stands for) and the ms it is read at (`now`, or the time a packed
+ *   value's expiry tells, see sliding-window.ts); a sliding window alone on the lone path
+ *   (mode `c`, its code alone) replies the integer
  *   `(prev × (limit + 1) + cur) × period_ms + ms into its window` instead, where both counts
  *   are within the limit, the clock did not step back into an earlier window and that is
  *   below 2^53 (see PACK_WINDOWS_LUA);
@@ -58,9 +60,10 @@ import {
  *   reply that would be one integer is then an array of it and the ends).
  *
  * The sliding window and the sliding log read `TIME` (once per script, only when one is
- * present) and keep their state in the value; token bucket and GCRA keep a debt in the key's
- * expiry (see gcra.ts), the fixed window its window's end (see fixed-window.ts), and so read
- * no clock.
+ * present) and keep their state in the value, the sliding window where it can its counts
+ * only and its window in the expiry (the lone path then reads no clock within the window);
+ * token bucket and GCRA keep a debt in the key's expiry (see gcra.ts), the fixed window its
+ * window's end (see fixed-window.ts), and so read no clock.
  */
 const CODE_LIST = Object.entries(ALGORITHM_CODES)
   .map(([name, code]) => `${code} ${name}`)
@@ -99,6 +102,9 @@ end
 -- Penalties are written on commit, and in the mode that writes only them.
 local writes_penalties = commit or string.byte(mode) == ${MODES.penalties.charCodeAt(0)}
 local now = clock
+-- A sliding window's state of this loop's own keeps the string form (see PACKED_BASE): the
+-- packed one would cost it a PTTL more; only the lone path reads that cheaper.
+local prefer_packed = false
 local policy_count = #KEYS
 -- The reply, made only when it holds more than one lone policy's state as one integer (lone).
 local reply, lone, reply_count = nil, nil, 0
@@ -248,12 +254,12 @@ else reply = { count, left_ms } end`;
   local time = call('TIME')
   now = time[1] * 1000 + floor(time[2] / 1000)
 end
-local stored = call('GET', key)
+local stored, at = call('GET', key), now
 ${form.decide.trim()}
 if denies then all_admit = false end
 -- Made at its size for the first policy: each growth of a table rehashes it.
-if reply then reply[reply_count + 1], reply[reply_count + 2] = stored, now
-else reply = { stored, now } end
+if reply then reply[reply_count + 1], reply[reply_count + 2] = stored, at
+else reply = { stored, at } end
 reply_count = reply_count + 2`;
   }
   return `if not now then

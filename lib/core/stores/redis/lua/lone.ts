@@ -1,5 +1,6 @@
 import { ALGORITHM_IMPLS } from '../../../algorithms/index.js';
 import type { LuaForm } from '../../../algorithms/types.js';
+import { PACKED_BASE, PACKED_MIN_PERIOD_MS } from '../../../algorithms/sliding-window.js';
 import { ALGORITHM_CODES, MODES } from './protocol.js';
 
 /**
@@ -26,17 +27,44 @@ local packed = count < 9007199254740992 / span and count * span + left_ms
 `;
 
 /**
- * Lua: a sliding window's state as it stood at `now` (its `index`, `cur` and `prev` after
- * its decision, and the ms `now` is into that window) as the one integer a lone
+ * Lua: a sliding window's state as it stood (its counts `cur` and `prev` in its window, and
+ * `elapsed`, the ms its reading is into that window) as the one integer a lone
  * sliding-window policy replies, `(prev × (limit + 1) + cur) × period_ms + elapsed`, in
  * `packed`; false when a count is past the limit (the limit was lowered), the clock stepped
  * back into an earlier window, or the integer would reach 2^53, where the reply is the
- * general loop's, the value and `now`.
+ * general loop's, the value and the ms it was read at.
  */
 const PACK_WINDOWS_LUA = `
-local base, elapsed = limit + 1, now - index * period_ms
+local base = limit + 1
 local packed = elapsed >= 0 and cur <= limit and prev <= limit
   and base * base * period_ms < 9007199254740992 and (prev * base + cur) * period_ms + elapsed
+`;
+
+/**
+ * Lua: a sliding window's request within the stored window of a packed value (see
+ * `PACKED_BASE` in sliding-window.ts), decided from the key's expiry without `TIME`: the
+ * window goes on while more than a period is left before the key expires, and the ms into
+ * it are two periods less what is left. Admitted, it adds its cost (`INCRBY` keeps the
+ * expiry); either way it replies as PACK_WINDOWS_LUA. Any other case (a new window, no
+ * state, the string form, a count past the limit) falls through to the decision on the
+ * clock, which reads the packed value alike.
+ */
+const STORED_WINDOW_LUA = `
+-- Digits as the script writes them: INCRBY fails on a leading zero ('05'), which the
+-- decision on the clock reads and rewrites.
+if stored and limit < ${PACKED_BASE} and period_ms >= ${PACKED_MIN_PERIOD_MS} and string.match(stored, '^[1-9]%d*$') then
+  local left_ms = call('PTTL', key)
+  if left_ms > period_ms and left_ms <= 2 * period_ms then
+    local n = stored + 0
+    local cur = n % ${PACKED_BASE}
+    local prev, elapsed = (n - cur) / ${PACKED_BASE}, 2 * period_ms - left_ms
+    ${PACK_WINDOWS_LUA.trim().replace(/\n/g, '\n    ')}
+    if packed then
+      if prev * (left_ms - period_ms) + (cur + 1) * period_ms <= limit * period_ms then call('INCRBY', key, '1') end
+      return packed
+    end
+  end
+end
 `;
 
 const form = (algorithm: 'gcra' | 'fixed-window' | 'sliding-window'): LuaForm =>
@@ -85,16 +113,19 @@ if argv[1] == '${MODES.commit}' and #KEYS == 1 then
     return lone
   elseif encoded == ${sliding} then
     local key, limit, period_ms, cost = KEYS[1], argv[3] + 0, argv[4] + 0, 1
+    local stored = call('GET', key)
+    ${indent(STORED_WINDOW_LUA, '    ')}
     local time = call('TIME')
     local now = time[1] * 1000 + floor(time[2] / 1000)
-    local stored = call('GET', key)
+    local clock, override_until, prefer_packed, at = nil, nil, true, now
     local denies, value, ttl_ms, keep_value, keep_ttl, increments
     ${indent(decideOf(form('sliding-window')), '    ')}
     if ttl_ms then
       ${indent(WRITE_ONE_LUA, '      ')}
     end
+    local elapsed = at - index * period_ms
     ${indent(PACK_WINDOWS_LUA, '    ')}
-    return packed or { stored, now }
+    return packed or { stored, at }
   end
 end`;
 }
