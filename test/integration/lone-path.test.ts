@@ -11,6 +11,7 @@
 import { afterAll, describe, expect, it } from '@jest/globals';
 import {
   PACKED_BASE,
+  PACKED_INDEX_MOD,
   PACKED_MIN_PERIOD_MS,
   unpackCounts,
 } from '../../lib/core/algorithms/sliding-window.js';
@@ -61,20 +62,24 @@ describe('the lone path decides as the general loop', () => {
         const count = () => Math.floor(rand() * (limit + 3));
         // A sliding window's: the window now falls in, or one of the two before, or the next
         // (a clock that stepped back); counts up to past the limit (a lowered one).
-        // Half of them packed (PACKED_BASE), mostly expiring at that window's end, as written.
+        // Half of them packed (PACKED_BASE), mostly expiring at that window's end, as written;
+        // their index digits mostly that window's.
         const windowIndex = Math.floor(now / periodMs) + Math.floor(rand() * 4) - 2;
         const packedForm = sliding && rand() < 0.5;
+        const digits = (windowIndex + (rand() < 0.8 ? 0 : 1)) % PACKED_INDEX_MOD;
         const value = packedForm
-          ? String(count() * PACKED_BASE + count())
+          ? String((digits * PACKED_BASE + count()) * PACKED_BASE + count())
           : sliding
             ? `${windowIndex}:${count()}:${count()}`
             : algorithm === 'fixed-window'
               ? String(count())
               : String(rand() < 0.5 ? 0 : Math.floor(rand() * limit));
         // The same expiry on both keys to the ms: PXAT, not PX (two SETs may span a ms).
+        // Some moved by up to 30 ms (a key migrated, a failover): still that window's.
+        const drift = rand() < 0.3 ? Math.round((rand() - 0.5) * 60) : 0;
         const pxat =
           packedForm && rand() < 0.8
-            ? (windowIndex + 2) * periodMs
+            ? (windowIndex + 2) * periodMs + drift
             : now + 1 + Math.floor(rand() * 2.2 * periodMs);
         const setup = client.multi();
         for (const key of keys) {

@@ -7,7 +7,9 @@ import { admitted, denied, type AlgorithmImpl, type Evaluate, type State } from 
  *
  * State `[i, cur, prev]`: the current window's index and count, and the previous
  * window's count, kept in **one key** (one GET and one SET, rather than a key per window).
- * Stored as `"<i>:<cur>:<prev>"`. To stay exact, the estimate is computed multiplied by P.
+ * Stored as `"<i>:<cur>:<prev>"`, or on Redis's server clock packed in an integer with the
+ * window in the key's expiry ({@link PACKED_BASE}). To stay exact, the estimate is computed
+ * multiplied by P.
  */
 const evaluateSlidingWindow: Evaluate = (state, now, { limit, periodMs: P, cost }) => {
   let index = Math.floor(now / P);
@@ -58,37 +60,50 @@ const evaluateSlidingWindow: Evaluate = (state, now, { limit, periodMs: P, cost 
 /**
  * The packed form, which RedisStore keeps on its server clock while the limit is below
  * {@link PACKED_BASE} and the period at least {@link PACKED_MIN_PERIOD_MS}: the value is the
- * integer `prev · 10^7 + cur`, and the key expires at the end of the window after the current
- * one, `(index + 2) · P` (to the ms, as the string form's TTL). So a request within the stored
- * window reads the window from the key's expiry rather than the clock: `GET`, `PTTL` and an
- * `INCRBY` of its cost, which keeps the expiry (the lone path, `stores/redis/lua/lone.ts`;
- * 30% fewer instructions in Redis than `TIME`, `GET` and a `SET` of the string). On a test
+ * integer `((index mod 90) · 10^7 + prev) · 10^7 + cur` (below 2^53), and the key expires at
+ * the end of the window after the current one, `(index + 2) · P`, as the string form's TTL.
+ * So a request within the stored window reads the window from the key's expiry rather than
+ * the clock: `GET`, `PTTL` and an `INCRBY` of its cost, which keeps the expiry (the lone path,
+ * `stores/redis/lua/lone.ts`; 30% fewer instructions in Redis than `TIME`, `GET` and a `SET`
+ * of the string). Past its window, where the clock is read, the expiry gives the window to
+ * within half a period, which the index's last digits confirm: an expiry moved by a few ms
+ * (a slow script before Redis 7.2, whose `TIME` and `PTTL` are read at different ms; a key
+ * migrated between Cluster nodes; a failover) still finds its window, and one set at
+ * another period (the policy's period was changed) is no state, 89 times in 90. On a test
  * clock, under an override, or past those bounds the state is the string
  * `"<index>:<cur>:<prev>"`. Both forms are kept under the tag `swc` (earlier versions kept
  * only the string, under `sw`, which they could not tell from a count).
  */
 export const PACKED_BASE = 10_000_000;
 export const PACKED_MIN_PERIOD_MS = 1000;
+/** How many windows the packed value's index digits tell apart (see {@link PACKED_BASE}). */
+export const PACKED_INDEX_MOD = 90;
+/** The least value that is not a packed one: 90 · 10^14, below 2^53. */
+const PACKED_END = PACKED_INDEX_MOD * PACKED_BASE * PACKED_BASE;
 
 /**
  * Lua: the packed value `digits` of `key` as the state it stands for, in `si`, `sc` and `sp`
  * (index, cur, prev), with `now_value` the time in ms; sets `left` (the key's `PTTL`) and
  * `in_window`. Within its window (more than a period left, at most two) the value is read as
- * its expiry says, as the lone path reads it without the clock; otherwise only an expiry at
- * a window's end at this period (to 2 ms: the expiry was set from the ms Redis read when it
- * wrote, `now` is `TIME`'s) is ours, and the rest (no expiry, counts past the base, an
- * expiry set at another period) leaves `si` nil: no state.
+ * its expiry says, as the lone path reads it without the clock; otherwise its window is the
+ * one whose end is nearest the expiry, if the value's index digits are that window's. The
+ * rest (no expiry, not a packed value, an expiry set at another period) leaves `si` nil: no
+ * state.
  */
 const unpack = (nowValue: string) => `
 local n, left = digits + 0, redis.call('PTTL', key)
-local end_ms = ${nowValue} + left
-local at_index = floor(end_ms / period_ms + 0.5) - 2
-local off = end_ms - (at_index + 2) * period_ms
+local at_index = floor((${nowValue} + left) / period_ms + 0.5) - 2
 local in_window = left > period_ms and left <= 2 * period_ms
-if left > 0 and n < ${PACKED_BASE * PACKED_BASE} and (in_window or (off <= 2 and off >= -2)) then
+if left > 0 and n < ${PACKED_END} then
   sc = n % ${PACKED_BASE}
-  si, sp = at_index, (n - sc) / ${PACKED_BASE}
+  local rest = (n - sc) / ${PACKED_BASE}
+  sp = rest % ${PACKED_BASE}
+  if in_window or (rest - sp) / ${PACKED_BASE} == at_index % ${PACKED_INDEX_MOD} then si = at_index end
 end`;
+
+/** Lua: the packed value of the state `index`, `prev`, `count` (see {@link PACKED_BASE}). */
+const packedOf = (count: string) =>
+  `fmt('%d', ((index % ${PACKED_INDEX_MOD}) * ${PACKED_BASE} + prev) * ${PACKED_BASE} + ${count})`;
 
 /**
  * The Lua of the sliding window (see `ValueForm` in types.ts), pasted inline (a closure per
@@ -145,7 +160,8 @@ if cost > 0 then
     -- In the stored window the key already expires at (index + 2) * period_ms (keep_ttl), but
     -- for a value taking the packed form, whose window is that expiry: it is set anew.
     ttl_ms, keep_ttl = (index + 2) * period_ms - at, same and packs == read_packed
-    if packs then value = fmt('%d', prev * ${PACKED_BASE} + cur + cost)
+    -- A previous count past the base (a limit lowered to below it) keeps the string.
+    if packs and prev < ${PACKED_BASE} then value = ${packedOf('cur + cost')}
     else value = fmt('%d:%d:%d', index, cur + cost, prev) end
   end
 end`;
@@ -177,7 +193,7 @@ local function refund(stored, mark, cost)
   if index == mark and cur > 0 then cur = max(0, cur - cost)
   elseif index == mark + 1 and prev > 0 then prev = max(0, prev - cost)
   else return nil end
-  if packed then return fmt('%d', prev * ${PACKED_BASE} + cur) end
+  if packed then return ${packedOf('cur')} end
   return fmt('%d:%d:%d', index, cur, prev)
 end`;
 
@@ -204,9 +220,9 @@ const STORED = /^(\d+):(\d+):(\d+)$/;
 export function unpackCounts(raw: string): State | undefined {
   if (!/^\d+$/.test(raw)) return undefined;
   const n = Number(raw);
-  if (!(n < PACKED_BASE * PACKED_BASE)) return undefined;
+  if (!(n < PACKED_END)) return undefined;
   const cur = n % PACKED_BASE;
-  return [cur, (n - cur) / PACKED_BASE];
+  return [cur, ((n - cur) / PACKED_BASE) % PACKED_BASE];
 }
 
 export const slidingWindow: AlgorithmImpl = {

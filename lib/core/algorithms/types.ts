@@ -59,7 +59,7 @@ export type Evaluate = (state: State | undefined, now: number, params: Algorithm
 /** One algorithm, in both languages, with its storage format. */
 export interface AlgorithmImpl {
   /**
-   * Last part of the key (`fw`, `sw`, `tb`, `gcra`): each algorithm keeps its own state, so
+   * Last part of the key (`fwc`, `swc`, `tb`, `gcra`): each algorithm keeps its own state, so
    * switching a policy to another algorithm starts afresh instead of misreading a value.
    */
   readonly tag: string;

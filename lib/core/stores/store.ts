@@ -173,7 +173,7 @@ export interface StoredKey {
    * The state, by the key's algorithm tag (its last part), undefined when unreadable:
    * - `tb`, `gcra`: `[ms, ticks]`, the debt `ms·L + ticks` in ticks of 1/L ms (L = the
    *   policy's limit; `|ticks| < L`, negative when the stored expiry was rounded up);
-   * - `fw`: `[count, windowEndMs]`; `sw`: `[windowIndex, current, previous]`, or
+   * - `fwc`: `[count, windowEndMs]`; `swc`: `[windowIndex, current, previous]`, or
    *   `[current, previous]` where the key's expiry holds the window (RedisStore on the server
    *   clock: the current window ends one period before the key expires);
    * - `cc` (a concurrency limit): the expiries of its live leases, in ms since the epoch on

@@ -1,6 +1,10 @@
 import { ALGORITHM_IMPLS } from '../../../algorithms/index.js';
 import type { LuaForm } from '../../../algorithms/types.js';
-import { PACKED_BASE, PACKED_MIN_PERIOD_MS } from '../../../algorithms/sliding-window.js';
+import {
+  PACKED_BASE,
+  PACKED_INDEX_MOD,
+  PACKED_MIN_PERIOD_MS,
+} from '../../../algorithms/sliding-window.js';
 import { ALGORITHM_CODES, MODES } from './protocol.js';
 
 /**
@@ -45,23 +49,24 @@ local packed = elapsed >= 0 and cur <= limit and prev <= limit
  * `PACKED_BASE` in sliding-window.ts), decided from the key's expiry without `TIME`: the
  * window goes on while more than a period is left before the key expires, and the ms into
  * it are two periods less what is left. Admitted, it adds its cost (`INCRBY` keeps the
- * expiry); either way it replies as PACK_WINDOWS_LUA. Any other case (a new window, no
- * state, the string form, a count past the limit) falls through to the decision on the
- * clock, which reads the packed value alike.
+ * expiry); either way it replies as PACK_WINDOWS_LUA, or where that integer would reach 2^53
+ * (a limit above about 50,000 an hour) the state as the general loop replies it, in a window
+ * of index 0 read at the ms into it. Any other case (a new window, no state, the string form,
+ * a count past the limit) falls through to the decision on the clock, which reads the packed
+ * value alike.
  */
 const STORED_WINDOW_LUA = `
 -- Digits as the script writes them: INCRBY fails on a leading zero ('05'), which the
 -- decision on the clock reads and rewrites.
 if stored and limit < ${PACKED_BASE} and period_ms >= ${PACKED_MIN_PERIOD_MS} and string.match(stored, '^[1-9]%d*$') then
-  local left_ms = call('PTTL', key)
-  if left_ms > period_ms and left_ms <= 2 * period_ms then
-    local n = stored + 0
+  local left_ms, n = call('PTTL', key), stored + 0
+  if left_ms > period_ms and left_ms <= 2 * period_ms and n < ${PACKED_INDEX_MOD * PACKED_BASE * PACKED_BASE} then
     local cur = n % ${PACKED_BASE}
-    local prev, elapsed = (n - cur) / ${PACKED_BASE}, 2 * period_ms - left_ms
-    ${PACK_WINDOWS_LUA.trim().replace(/\n/g, '\n    ')}
-    if packed then
+    local prev, elapsed = ((n - cur) / ${PACKED_BASE}) % ${PACKED_BASE}, 2 * period_ms - left_ms
+    if cur <= limit and prev <= limit then
       if prev * (left_ms - period_ms) + (cur + 1) * period_ms <= limit * period_ms then call('INCRBY', key, '1') end
-      return packed
+      ${PACK_WINDOWS_LUA.trim().replace(/\n/g, '\n      ')}
+      return packed or { fmt('0:%d:%d', cur, prev), elapsed }
     end
   end
 end
