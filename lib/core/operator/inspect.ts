@@ -84,7 +84,10 @@ export interface InspectedPolicy {
   readonly state: InspectedState;
   /** When the policy is known (or an override applies): units per period in force. */
   readonly limit?: number;
-  /** When the policy is known (or an override applies): units that may be spent now. */
+  /**
+   * When the policy is known (or an override applies): units that may be spent now (up to
+   * the `burst` of a token bucket or GCRA, which may be above `limit`).
+   */
   readonly remaining?: number;
   /** The override in force for this policy, if any. */
   readonly override?: Omit<OverrideEntry, 'scope' | 'policy' | 'reason'>;
