@@ -123,7 +123,7 @@ const packedOf = (count: string) =>
 const decide = `
 local cur, prev, same = 0, 0, false
 local packable = not clock and not override_until and limit < ${PACKED_BASE} and period_ms >= ${PACKED_MIN_PERIOD_MS}
-local packs, read_packed = packable and prefer_packed, false
+local packs, read_packed, addable = packable and prefer_packed, false, false
 -- One match for the three numbers: 7% of a decision's instructions less than finding the
 -- colons and cutting between them.
 local si, sc, sp
@@ -131,7 +131,8 @@ if stored then si, sc, sp = string.match(stored, '^(%d+):(%d+):(%d+)$') end
 if stored and not si then
   local digits = string.match(stored, '^%d+$')
   if digits then
-    packs, read_packed = packable, true
+    -- INCRBY refuses a leading zero ('05'): such a value is rewritten.
+    packs, read_packed, addable = packable, true, string.byte(digits) ~= 48
     ${unpack('now').trim().replace(/\n/g, '\n    ')}
     if si and in_window then at = (si + 2) * period_ms - left end
   end
@@ -160,8 +161,12 @@ if cost > 0 then
     -- In the stored window the key already expires at (index + 2) * period_ms (keep_ttl), but
     -- for a value taking the packed form, whose window is that expiry: it is set anew.
     ttl_ms, keep_ttl = (index + 2) * period_ms - at, same and packs == read_packed
+    if same and packs and addable then
+      -- The cost added, as the lone path adds it: the index digits stay what they were (in
+      -- its window a value is read whatever they say), so both paths leave the same value.
+      increments, value = true, fmt('%d', cost)
     -- A previous count past the base (a limit lowered to below it) keeps the string.
-    if packs and prev < ${PACKED_BASE} then value = ${packedOf('cur + cost')}
+    elseif packs and prev < ${PACKED_BASE} then value = ${packedOf('cur + cost')}
     else value = fmt('%d:%d:%d', index, cur + cost, prev) end
   end
 end`;

@@ -97,7 +97,8 @@ interface ValueForm {
    * when it refuses, and when it admits with cost > 0, the new `value`,
    * its `ttl_ms` and, true when the key already expires at that TTL (the stored window goes
    * on), `keep_ttl`: the script then writes the value with `KEEPTTL`, 40% cheaper in Redis
-   * than `PX`. Decides exactly as `evaluate` does (test/integration/lua-reference); the
+   * than `PX`; or `increments` with the amount as `value`, which the script adds (`INCRBY`,
+   * which keeps the expiry). Decides exactly as `evaluate` does (test/integration/lua-reference); the
    * numbers reported to callers come from `evaluate`. It may use the script's locals `floor`
    * and `fmt` (the lone path, `stores/redis/lua/lone.ts`, defines no others).
    */
