@@ -79,7 +79,14 @@ export const PACKED_MIN_PERIOD_MS = 1000;
 /** How many windows the packed value's index digits tell apart (see {@link PACKED_BASE}). */
 export const PACKED_INDEX_MOD = 90;
 /** The least value that is not a packed one: 90 · 10^14, below 2^53. */
-const PACKED_END = PACKED_INDEX_MOD * PACKED_BASE * PACKED_BASE;
+export const PACKED_END = PACKED_INDEX_MOD * PACKED_BASE * PACKED_BASE;
+
+/**
+ * Lua: the two counts of the packed value `n` (below {@link PACKED_END}), assigned to the
+ * caller's locals named `cur` and `prev`; exact, every term an integer below 2^53.
+ */
+export const packedCountsLua = (cur: string, prev: string) =>
+  `${cur} = n % ${PACKED_BASE}\n${prev} = ((n - ${cur}) / ${PACKED_BASE}) % ${PACKED_BASE}`;
 
 /**
  * Lua: the packed value `digits` of `key` as the state it stands for, in `si`, `sc` and `sp`
@@ -95,10 +102,9 @@ local n, left = digits + 0, redis.call('PTTL', key)
 local at_index = floor((${nowValue} + left) / period_ms + 0.5) - 2
 local in_window = left > period_ms and left <= 2 * period_ms
 if left > 0 and n < ${PACKED_END} then
-  sc = n % ${PACKED_BASE}
-  local rest = (n - sc) / ${PACKED_BASE}
-  sp = rest % ${PACKED_BASE}
-  if in_window or (rest - sp) / ${PACKED_BASE} == at_index % ${PACKED_INDEX_MOD} then si = at_index end
+  ${packedCountsLua('sc', 'sp').replace(/\n/g, '\n  ')}
+  local digits_of_index = (n - sc - sp * ${PACKED_BASE}) / ${PACKED_BASE * PACKED_BASE}
+  if in_window or digits_of_index == at_index % ${PACKED_INDEX_MOD} then si = at_index end
 end`;
 
 /** Lua: the packed value of the state `index`, `prev`, `count` (see {@link PACKED_BASE}). */

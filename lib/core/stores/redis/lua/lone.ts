@@ -2,8 +2,9 @@ import { ALGORITHM_IMPLS } from '../../../algorithms/index.js';
 import type { LuaForm } from '../../../algorithms/types.js';
 import {
   PACKED_BASE,
-  PACKED_INDEX_MOD,
+  PACKED_END,
   PACKED_MIN_PERIOD_MS,
+  packedCountsLua,
 } from '../../../algorithms/sliding-window.js';
 import { ALGORITHM_CODES, MODES } from './protocol.js';
 
@@ -60,9 +61,9 @@ const STORED_WINDOW_LUA = `
 -- decision on the clock reads and rewrites.
 if stored and limit < ${PACKED_BASE} and period_ms >= ${PACKED_MIN_PERIOD_MS} and string.match(stored, '^[1-9]%d*$') then
   local left_ms, n = call('PTTL', key), stored + 0
-  if left_ms > period_ms and left_ms <= 2 * period_ms and n < ${PACKED_INDEX_MOD * PACKED_BASE * PACKED_BASE} then
-    local cur = n % ${PACKED_BASE}
-    local prev, elapsed = ((n - cur) / ${PACKED_BASE}) % ${PACKED_BASE}, 2 * period_ms - left_ms
+  if left_ms > period_ms and left_ms <= 2 * period_ms and n < ${PACKED_END} then
+    local cur, prev, elapsed = 0, 0, 2 * period_ms - left_ms
+    ${packedCountsLua('cur', 'prev').replace(/\n/g, '\n    ')}
     if cur <= limit and prev <= limit then
       if prev * (left_ms - period_ms) + (cur + 1) * period_ms <= limit * period_ms then call('INCRBY', key, '1') end
       ${PACK_WINDOWS_LUA.trim().replace(/\n/g, '\n      ')}
